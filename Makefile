@@ -1,0 +1,49 @@
+# fabriccheck: `make demo` and `make test` do all set-up on a fresh machine (venv, pip, apt).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMPS := .stamps
+# Debian packages the tests need (lab: namespaces, sshd, tc, iperf3; reports: chromium).
+APT_PACKAGES ?= iproute2 iperf3 openssh-server openssh-client procps psmisc
+
+.PHONY: all venv apt test demo lint bench clean
+
+all: test
+
+$(STAMPS)/venv: pyproject.toml
+	@mkdir -p $(STAMPS)
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+venv: $(STAMPS)/venv
+
+$(STAMPS)/apt: Makefile
+	@mkdir -p $(STAMPS)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	  if [ -n "$$missing" ]; then \
+	    echo "apt: installing $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  fi; \
+	else echo "apt: not root (or no apt-get); lab tests will be skipped"; fi
+	@touch $@
+
+apt: $(STAMPS)/apt
+
+test: venv apt
+	$(PY) -m pytest -q
+
+demo: venv
+	$(VENV)/bin/fabriccheck demo
+
+lint: venv
+	$(VENV)/bin/ruff check fabriccheck tests bench
+
+bench: venv
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) $(STAMPS) .pytest_cache .hypothesis

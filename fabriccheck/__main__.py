@@ -1,0 +1,5 @@
+"""``python -m fabriccheck``."""
+
+from fabriccheck.cli.main import run
+
+run()

@@ -1,0 +1,1 @@
+"""Actions: drain / taint / exclude list / metrics (dry-run unless --apply)."""

@@ -1,0 +1,1 @@
+"""The command line: typer commands; the only place that prints and maps errors to exit codes."""

@@ -1,0 +1,71 @@
+"""Entry point: registers every command module and maps fabriccheck errors to exit codes.
+
+Exit codes (DESIGN.md): 0 ok · 1 faults found · 2 usage/config error · 3 could not test.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from fabriccheck.cli.app import app, err
+from fabriccheck.errors import FabricCheckError
+
+#: command modules under fabriccheck.cli; each defines its commands on ``app`` at import
+COMMAND_MODULES = (
+    "topology_cmd",
+    "parse_cmd",
+    "run_cmd",
+    "lab_cmd",
+    "history_cmd",
+    "report_cmd",
+)
+
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        module = f"fabriccheck.cli.{name}"
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:  # a command group not written yet
+            if exc.name != module:
+                raise
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; a FabricCheckError becomes one line on stderr and its exit code."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except FabricCheckError as exc:
+        err.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        if exc.hint:
+            err.print(f"  hint: {exc.hint}", highlight=False)
+        return exc.exit_code
+    except SystemExit as exc:  # typer.Exit in standalone_mode=False surfaces as return code
+        return int(exc.code or 0)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return exc.exit_code
+        if isinstance(exc, click.exceptions.Exit):
+            return exc.exit_code
+        if isinstance(exc, click.exceptions.Abort):
+            return 130
+        raise
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

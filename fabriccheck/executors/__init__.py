@@ -1,0 +1,1 @@
+"""Executors: run tests on hosts (sim, ssh, ray) and return raw text."""

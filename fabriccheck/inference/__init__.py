@@ -1,0 +1,1 @@
+"""Inference: evaluate against specs and peers, attribute, localize links (pure)."""

@@ -1,0 +1,1 @@
+"""Inventories: where idle nodes come from (static, slurm, ray, kubernetes)."""

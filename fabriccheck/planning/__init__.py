@@ -1,0 +1,1 @@
+"""Planning: carve groups, pair rounds, bisection steps (pure)."""

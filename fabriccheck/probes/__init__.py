@@ -1,0 +1,1 @@
+"""Probes: one module per tool; build its command, parse its output (pure)."""

@@ -1,0 +1,139 @@
+"""What the parsers return: typed, unit-named results of one tool run (pure values).
+
+Every result has ``status``: ``ok`` (complete and sane), ``failed`` (the tool ran and reported a
+failure: errors[] says which), ``incomplete`` (output stops early: truncated, killed, hung) or
+``unparseable`` (not this tool's output at all); ``reason`` says why when not ``ok``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+OK, FAILED, INCOMPLETE, UNPARSEABLE = "ok", "failed", "incomplete", "unparseable"
+
+
+@dataclass(frozen=True)
+class ToolError:
+    """An error the tool output names. ``kind`` is a stable slug (e.g. ``cuda``, ``nccl``,
+    ``ib_completion``, ``connect``, ``timeout``, ``wrong_results``, ``setup``)."""
+
+    kind: str
+    message: str
+    host: str | None = None
+    hca: str | None = None
+    status: str | None = None
+    rank: int | None = None
+    peer: str | None = None
+    vendor_err: str | None = None
+    line: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class NcclRow:
+    size_bytes: int
+    count: int | None
+    dtype: str | None
+    redop: str | None
+    root: int | None
+    time_us: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None  # GB/s (bytes), out-of-place, as printed
+    wrong: int | None  # None when validation is off (N/A)
+    time_inplace_us: float | None = None
+    algbw_inplace_gbps: float | None = None
+    busbw_inplace_gbps: float | None = None
+    wrong_inplace: int | None = None
+
+
+@dataclass(frozen=True)
+class NcclTestsResult:
+    status: str
+    rows: tuple[NcclRow, ...] = ()
+    collective: str | None = None
+    hosts: tuple[str, ...] = ()
+    ranks: int = 0
+    avg_busbw_gbps: float | None = None
+    errors: tuple[ToolError, ...] = ()
+    reason: str = ""
+
+    @property
+    def max_busbw_gbps(self) -> float | None:
+        vals = [r.busbw_gbps for r in self.rows if r.busbw_gbps is not None]
+        return max(vals) if vals else None
+
+    def busbw_at(self, size_bytes: int) -> float | None:
+        """busbw (GB/s) at the row of exactly ``size_bytes``, else at the largest size below it."""
+        below = [r for r in self.rows if r.size_bytes <= size_bytes and r.busbw_gbps is not None]
+        return max(below, key=lambda r: r.size_bytes).busbw_gbps if below else None
+
+
+@dataclass(frozen=True)
+class PerftestRow:
+    size_bytes: int
+    iterations: int | None
+    bw_peak_gbps: float | None  # Gb/s (bits), converted from MiB/s when needed
+    bw_avg_gbps: float | None
+    msg_rate_mpps: float | None = None
+
+
+@dataclass(frozen=True)
+class PerftestLatencyRow:
+    size_bytes: int
+    iterations: int | None
+    t_min_us: float | None
+    t_max_us: float | None
+    t_typical_us: float | None
+    t_avg_us: float | None
+    t_stdev_us: float | None = None
+    t_p99_us: float | None = None
+    t_p999_us: float | None = None
+
+
+@dataclass(frozen=True)
+class PerftestResult:
+    status: str
+    test: str | None = None  # e.g. "RDMA_Write BW Test"
+    device: str | None = None
+    link_type: str | None = None  # IB | Ethernet
+    side: str | None = None  # client | server
+    rows: tuple[PerftestRow, ...] = ()
+    latency_rows: tuple[PerftestLatencyRow, ...] = ()
+    errors: tuple[ToolError, ...] = ()
+    reason: str = ""
+
+    def bw_at(self, size_bytes: int | None = None) -> float | None:
+        """Average Gb/s at ``size_bytes`` (largest size at or below it), or at the largest size."""
+        rows = [r for r in self.rows if r.bw_avg_gbps is not None]
+        if size_bytes is not None:
+            rows = [r for r in rows if r.size_bytes <= size_bytes] or rows
+        return max(rows, key=lambda r: r.size_bytes).bw_avg_gbps if rows else None
+
+
+@dataclass(frozen=True)
+class Iperf3Result:
+    status: str
+    sent_gbps: float | None = None
+    received_gbps: float | None = None
+    retransmits: int | None = None
+    duration_s: float | None = None
+    streams: int | None = None
+    errors: tuple[ToolError, ...] = ()
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class NcclLogScan:
+    """What a post-timeout bisection needs from a job's log: who was involved and what broke."""
+
+    hosts: tuple[str, ...] = ()
+    ranks: dict[int, str] | None = None  # rank -> host, where the log says
+    hcas: tuple[tuple[str, str], ...] = ()  # (host, hca) named by NCCL WARN/INFO lines
+    peers: tuple[str, ...] = ()  # remote addresses named by IB completion errors
+    errors: tuple[ToolError, ...] = ()  # ib_completion, watchdog_timeout, xid, socket, ...
+    suspects: tuple[str, ...] = ()  # hosts named by errors, most implicated first
+    status: str = OK
+    reason: str = ""

@@ -1,0 +1,1 @@
+"""Reports: HTML/JSON/CSV renderers of a run."""

@@ -1,0 +1,233 @@
+"""The fabric as a graph: nodes with NICs, switches by tier, links with capacities, and routes."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import networkx as nx
+
+from fabriccheck.models import LinkKey, link_key, nic_node
+
+FABRICS = ("roce", "infiniband")
+TIERS = ("leaf", "spine", "core")
+
+
+@dataclass(frozen=True)
+class Nic:
+    """One NIC of a node; ``endpoint`` is how links and flows name it (``node/nic``)."""
+
+    node: str
+    name: str
+    rail: int
+    gbps: float
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.node}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    nics: tuple[Nic, ...]
+    gpus: int = 8
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    tier: str  # leaf | spine | core
+
+
+@dataclass(frozen=True)
+class Link:
+    a: str
+    b: str
+    gbps: float
+
+    @property
+    def key(self) -> LinkKey:
+        return link_key(self.a, self.b)
+
+
+Path = tuple[LinkKey, ...]
+
+
+@dataclass
+class Topology:
+    """A validated fabric. Build it with :func:`fabriccheck.topology.load` or a generator.
+
+    Routing (``route`` / ``paths``) assumes every NIC hangs off exactly one switch, which the
+    loader checks. On ``infiniband`` a flow has one deterministic route; on ``roce`` it takes one of
+    its equal-cost (ECMP) candidate ``paths`` by a hash nobody knows.
+    """
+
+    name: str
+    fabric: str
+    nodes: dict[str, Node]
+    switches: dict[str, Switch]
+    links: dict[LinkKey, Link]
+    _dist_cache: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+
+    # ---- structure -------------------------------------------------------------------------
+    @cached_property
+    def graph(self) -> nx.Graph:
+        """NIC endpoints and switches as vertices (attribute ``kind``), links as edges (``gbps``)."""
+        g = nx.Graph(name=self.name, fabric=self.fabric)
+        for node in self.nodes.values():
+            for nic in node.nics:
+                g.add_node(nic.endpoint, kind="nic", node=node.name, rail=nic.rail)
+        for sw in self.switches.values():
+            g.add_node(sw.name, kind="switch", tier=sw.tier)
+        for link in self.links.values():
+            g.add_edge(link.a, link.b, gbps=link.gbps)
+        return g
+
+    @cached_property
+    def nics(self) -> dict[str, Nic]:
+        """Every NIC by endpoint name."""
+        return {nic.endpoint: nic for n in self.nodes.values() for nic in n.nics}
+
+    @cached_property
+    def attachment(self) -> dict[str, str]:
+        """NIC endpoint -> the switch it is cabled to."""
+        out: dict[str, str] = {}
+        for link in self.links.values():
+            for nic, other in ((link.a, link.b), (link.b, link.a)):
+                if nic in self.nics and other in self.switches:
+                    out[nic] = other
+        return out
+
+    @cached_property
+    def _switch_adj(self) -> dict[str, list[str]]:
+        adj: dict[str, list[str]] = {s: [] for s in self.switches}
+        for link in self.links.values():
+            if link.a in self.switches and link.b in self.switches:
+                adj[link.a].append(link.b)
+                adj[link.b].append(link.a)
+        for s in adj:
+            adj[s].sort()
+        return adj
+
+    @cached_property
+    def _node_index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(sorted(self.nodes))}
+
+    def nic(self, node: str, rail: int) -> str:
+        """The endpoint of ``node``'s NIC on ``rail``."""
+        for nic in self.nodes[node].nics:
+            if nic.rail == rail:
+                return nic.endpoint
+        raise KeyError(f"{node} has no NIC on rail {rail}")
+
+    def leaf_of(self, nic_endpoint: str) -> str:
+        return self.attachment[nic_endpoint]
+
+    def node_leaves(self, node: str) -> tuple[str, ...]:
+        """The switches a node's NICs attach to (one per rail on rail-optimized fabrics)."""
+        return tuple(sorted({self.attachment[n.endpoint] for n in self.nodes[node].nics}))
+
+    def link_gbps(self, key: LinkKey) -> float:
+        return self.links[key].gbps
+
+    @property
+    def rails(self) -> int:
+        return max((len(n.nics) for n in self.nodes.values()), default=0)
+
+    # ---- routing ---------------------------------------------------------------------------
+    def _dist_to(self, dst_switch: str) -> dict[str, int]:
+        """Hop distance from every switch to ``dst_switch`` (BFS over the switch graph, cached)."""
+        dist = self._dist_cache.get(dst_switch)
+        if dist is None:
+            dist = {dst_switch: 0}
+            queue = deque([dst_switch])
+            adj = self._switch_adj
+            while queue:
+                cur = queue.popleft()
+                for nxt in adj[cur]:
+                    if nxt not in dist:
+                        dist[nxt] = dist[cur] + 1
+                        queue.append(nxt)
+            self._dist_cache[dst_switch] = dist
+        return dist
+
+    def _next_hops(self, cur: str, dst_switch: str) -> list[str]:
+        dist = self._dist_to(dst_switch)
+        here = dist.get(cur)
+        if here is None:
+            return []
+        return [n for n in self._switch_adj[cur] if dist.get(n) == here - 1]
+
+    def _switch_walks(self, src_sw: str, dst_sw: str) -> Iterable[tuple[str, ...]]:
+        if src_sw == dst_sw:
+            yield (src_sw,)
+            return
+        for nxt in self._next_hops(src_sw, dst_sw):
+            for rest in self._switch_walks(nxt, dst_sw):
+                yield (src_sw, *rest)
+
+    def paths(self, src: str, dst: str) -> tuple[Path, ...]:
+        """Every equal-cost path (as link keys) from NIC ``src`` to NIC ``dst``: the ECMP set.
+
+        Empty when there is no path. On InfiniBand :meth:`route` picks one of these.
+        """
+        if src == dst:
+            return ((),)
+        s_sw, d_sw = self.attachment.get(src), self.attachment.get(dst)
+        if s_sw is None or d_sw is None:
+            return ()
+        out = []
+        for walk in self._switch_walks(s_sw, d_sw):
+            hops = (src, *walk, dst)
+            out.append(tuple(link_key(a, b) for a, b in zip(hops, hops[1:])))
+        return tuple(out)
+
+    def route(self, src: str, dst: str) -> Path | None:
+        """The deterministic route of an InfiniBand flow (destination-based, D-mod-K style).
+
+        Every switch forwards by destination only, as a linear forwarding table does: among the
+        next hops on a shortest path it takes ``index(dst node) mod count``. None without a path.
+        """
+        if src == dst:
+            return ()
+        s_sw, d_sw = self.attachment.get(src), self.attachment.get(dst)
+        if s_sw is None or d_sw is None:
+            return None
+        k = self._node_index[nic_node(dst)]
+        hops = [src, s_sw]
+        cur = s_sw
+        while cur != d_sw:
+            options = self._next_hops(cur, d_sw)
+            if not options:
+                return None
+            cur = options[k % len(options)]
+            hops.append(cur)
+        hops.append(dst)
+        return tuple(link_key(a, b) for a, b in zip(hops, hops[1:]))
+
+    def candidate_paths(self, src: str, dst: str) -> tuple[Path, ...]:
+        """The paths a flow may take as far as an observer knows: one on IB, the ECMP set on RoCE."""
+        if self.fabric == "infiniband":
+            r = self.route(src, dst)
+            return (r,) if r is not None else ()
+        return self.paths(src, dst)
+
+    # ---- contract --------------------------------------------------------------------------
+    def to_contract(self) -> dict:
+        """The ``topology show --json`` contract (DESIGN.md)."""
+        return {
+            "name": self.name,
+            "fabric": self.fabric,
+            "nodes": [
+                {"name": n.name, "nics": [nic.name for nic in n.nics]}
+                for n in sorted(self.nodes.values(), key=lambda n: n.name)
+            ],
+            "switches": [
+                {"name": s.name, "tier": s.tier}
+                for s in sorted(self.switches.values(), key=lambda s: s.name)
+            ],
+            "links": [{"a": lk.a, "b": lk.b, "gbps": lk.gbps} for lk in self.links.values()],
+        }

@@ -1,0 +1,30 @@
+"""Shared test fixtures: where the real published tool outputs live."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+#: ../shared/fixtures beside the clone (CI puts shared/ next to the repo); FABRICCHECK_FIXTURES overrides
+SHARED_FIXTURES = Path(
+    os.environ.get("FABRICCHECK_FIXTURES", REPO.parent / "shared" / "fixtures")
+).resolve()
+LOCAL_FIXTURES = REPO / "tests" / "fixtures"
+
+
+def read_fixture(relpath: str) -> str:
+    """A shared fixture's text with its first ``# source:`` line stripped (see INDEX.md)."""
+    path = SHARED_FIXTURES / relpath
+    if not path.exists():
+        path = LOCAL_FIXTURES / relpath
+    text = path.read_text(encoding="utf-8", errors="replace")
+    first, _, rest = text.partition("\n")
+    return rest if first.startswith("# source:") else text
+
+
+@pytest.fixture
+def fixture_text():
+    return read_fixture
