@@ -40,3 +40,8 @@ def version() -> None:
     from fabriccheck import __version__
 
     out.print(__version__)
+
+
+@app.callback()
+def _root() -> None:
+    """Active fabric health checks for GPU training clusters."""

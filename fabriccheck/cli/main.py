@@ -38,28 +38,17 @@ _register()
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a FabricCheckError becomes one line on stderr and its exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, prog_name="fabriccheck")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except FabricCheckError as exc:
         err.print(f"[bold red]error:[/] {exc.message}", highlight=False)
         if exc.hint:
             err.print(f"  hint: {exc.hint}", highlight=False)
         return exc.exit_code
-    except SystemExit as exc:  # typer.Exit in standalone_mode=False surfaces as return code
-        return int(exc.code or 0)
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Exit):
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            return 130
-        raise
     return 0
 
 
