@@ -70,6 +70,8 @@ class Test:
     timeout_s: float = 120.0
     params: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
+    __test__ = False  # not a pytest class
+
     @property
     def group_size(self) -> int:
         return len(self.nodes)
