@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from fabriccheck.errors import ConfigError
 
@@ -22,6 +23,8 @@ class ProbeSpec:
     warn: float
     unit: str
     collective: str | None = None
+    #: the healthy value on this SKU (what the simulator reproduces; floors sit below it)
+    expected: float | None = None
 
     @property
     def lower_is_better(self) -> bool:
@@ -38,6 +41,8 @@ class TestSpec:
     probes: tuple[ProbeSpec, ...]
     timeout_s: float = 120.0
     source: str = ""
+    #: single-node NCCL all_reduce busbw over NVLink in GB/s (nccl-tests units); 0 without GPUs
+    intra_node_busbw_gbps: float = 0.0
 
     __test__ = False  # not a pytest class
 
@@ -63,3 +68,186 @@ class TestSpec:
             return exact[0]
         below = [p for p in cands if p.group_size <= group_size]
         return max(below or cands, key=lambda p: p.group_size if below else -p.group_size)
+
+
+# ---- loading ------------------------------------------------------------------------------
+#: probe name -> its unit (``us``: latency, lower is better)
+PROBE_UNITS = {
+    "nccl": "GB/s",
+    "allreduce-cpu": "GB/s",
+    "ib_write_bw": "Gb/s",
+    "iperf3": "Gb/s",
+    "ib_write_lat": "us",
+}
+COLLECTIVES = ("all_reduce", "all_gather", "alltoall", "sendrecv", "reduce_scatter", "broadcast")
+SPEC_FABRICS = ("infiniband", "roce", "any")
+_TOP_FIELDS = (
+    "name", "sku", "fabric", "description", "gpus_per_node", "nic_gbps", "intra_node_busbw_gbps",
+    "timeout_s", "probes",
+)
+_SIZE_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+#: the repository's bundled spec files
+SPEC_DIR = Path(__file__).resolve().parents[1] / "test_specs"
+
+
+def parse_size_bytes(value: object) -> int | None:
+    """A message size: an integer, or a string with a binary suffix (``8M``, ``16G``, ``64KiB``).
+
+    >>> parse_size_bytes("8M"), parse_size_bytes(65536), parse_size_bytes("64KiB")
+    (8388608, 65536, 65536)
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if not isinstance(value, str):
+        return None
+    text = value.strip().upper().removesuffix("IB").removesuffix("B")
+    number, suffix = text[:-1], text[-1:]
+    if suffix.isdigit():
+        number, suffix = text, ""
+    if suffix not in _SIZE_SUFFIX or not number.isdigit():
+        return None
+    return int(number) * _SIZE_SUFFIX[suffix]
+
+
+def resolve_spec_path(path_or_name: str, base: str = "") -> str:
+    """A spec file: an existing path, a path relative to ``base``'s folder, or a bundled name."""
+    cands = [Path(path_or_name)]
+    if base:
+        cands.append(Path(base).parent / path_or_name)
+    for d in (SPEC_DIR, Path.cwd() / "test_specs"):
+        cands += [d / path_or_name, d / f"{path_or_name}.yaml"]
+    for cand in cands:
+        if cand.is_file():
+            return str(cand)
+    names = ", ".join(bundled_specs()) or "none found"
+    raise ConfigError(
+        "no such spec file or bundled spec", source=path_or_name, hint=f"one of: {names}"
+    )
+
+
+def bundled_specs() -> list[str]:
+    """Names of the spec files shipped in ``test_specs/``."""
+    return sorted(p.stem for p in SPEC_DIR.glob("*.yaml")) if SPEC_DIR.is_dir() else []
+
+
+def load_spec(path_or_name: str) -> TestSpec:
+    """Read and validate a test spec file (``test_specs/*.yaml``) or a bundled spec by name.
+
+    Parameters
+    ----------
+    path_or_name
+        A path, or a bundled name such as ``h100-ndr400-ib``.
+
+    Returns
+    -------
+    TestSpec
+
+    Raises
+    ------
+    ConfigError
+        One line naming the file, the field and the problem.
+    """
+    from fabriccheck.topology.fields import read_yaml
+
+    source = resolve_spec_path(str(path_or_name))
+    return spec_from_dict(read_yaml(source), source=source)
+
+
+def spec_from_dict(data: object, *, source: str) -> TestSpec:
+    """Build and validate a :class:`TestSpec` from a parsed document (see :func:`load_spec`)."""
+    from fabriccheck.topology.fields import Fields
+
+    top = Fields(data, source, "", allowed=_TOP_FIELDS)
+    probes_f = Fields(top.require("probes"), source, "probes", allowed=tuple(PROBE_UNITS))
+    probes: list[ProbeSpec] = []
+    for probe, blocks in probes_f.data.items():
+        blocks = blocks if isinstance(blocks, list) else [blocks]
+        for i, block in enumerate(blocks):
+            path = f"probes.{probe}" + (f"[{i}]" if len(blocks) > 1 else "")
+            probes += _probe_entries(Fields(block, source, path), probe)
+    if not probes:
+        raise top.error("a spec needs at least one probe", "probes")
+    return TestSpec(
+        name=top.str("name"),
+        sku=top.str("sku"),
+        fabric=top.str("fabric", choices=SPEC_FABRICS),
+        gpus_per_node=top.int("gpus_per_node", minimum=0),
+        nic_gbps=top.number("nic_gbps"),
+        probes=tuple(probes),
+        timeout_s=top.number("timeout_s", 120.0),
+        source=source,
+        intra_node_busbw_gbps=top.number("intra_node_busbw_gbps", 0.0, positive=False),
+    )
+
+
+def _probe_entries(f, probe: str) -> list[ProbeSpec]:
+    from fabriccheck.topology.fields import Fields
+
+    f = Fields(f.data, f.source, f.path, allowed=("unit", "collective", "groups"))
+    unit = f.str("unit", PROBE_UNITS[probe], choices=(PROBE_UNITS[probe],))
+    collective = None
+    if probe == "nccl":
+        collective = f.str("collective", "all_reduce", choices=COLLECTIVES)
+    elif f.has("collective"):
+        raise f.error("only the nccl probe takes a collective", "collective")
+    groups = Fields(f.require("groups"), f.source, f.path + ".groups")
+    out = []
+    for size, entry in groups.data.items():
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise groups.error(f"group size must be a positive integer, got {size!r}", str(size))
+        g = Fields(
+            entry, f.source, f"{groups.path}.{size}",
+            allowed=("size_bytes", "floor", "warn", "expected"),
+        )
+        size_bytes = parse_size_bytes(g.require("size_bytes"))
+        if size_bytes is None or size_bytes < 1:
+            raise g.error("expected a positive size such as 65536 or '8M'", "size_bytes")
+        floor, warn, expected = g.number("floor"), g.number("warn"), g.number("expected")
+        if unit == "us" and not floor >= warn >= expected:
+            raise g.error(
+                f"latency needs floor >= warn >= expected, got {floor} / {warn} / {expected}",
+                "floor",
+            )
+        if unit != "us" and not floor <= warn <= expected:
+            raise g.error(
+                f"bandwidth needs floor <= warn <= expected, got {floor} / {warn} / {expected}",
+                "floor",
+            )
+        out.append(ProbeSpec(probe, size, size_bytes, floor, warn, unit, collective, expected))
+    if not out:
+        raise f.error("no group sizes", "groups")
+    return out
+
+
+def resolve_spec(name_or_path: str | None, topology) -> TestSpec:
+    """The spec to judge ``topology`` by: the one given, else the topology's ``spec:``, else a
+    bundled default by fabric and NIC speed (lab-tcp for <= 10 Gb/s NICs).
+
+    Raises
+    ------
+    ConfigError
+        The spec cannot be read, or it is for another fabric than the topology's.
+    """
+    chosen = name_or_path or getattr(topology, "spec", None)
+    if chosen:
+        spec = load_spec(resolve_spec_path(chosen, getattr(topology, "source", "")))
+    else:
+        nic_gbps = min((n.gbps for n in topology.nics.values()), default=0.0)
+        if nic_gbps <= 10:
+            spec = load_spec("lab-tcp")
+        elif topology.fabric == "infiniband":
+            spec = load_spec("a100-hdr200-ib" if nic_gbps <= 200 else "h100-ndr400-ib")
+        else:
+            spec = load_spec("h100-roce400")
+    if spec.fabric not in ("any", topology.fabric):
+        raise ConfigError(
+            f"spec {spec.name!r} is for {spec.fabric} but topology {topology.name!r} is "
+            f"{topology.fabric}",
+            source=spec.source,
+            field="fabric",
+            hint="pick a spec for this fabric with --spec",
+        )
+    return spec

@@ -71,11 +71,16 @@ class Topology:
     switches: dict[str, Switch]
     links: dict[LinkKey, Link]
     _dist_cache: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    #: the default test spec for this cluster (``spec:`` in the file), None: choose by fabric
+    spec: str | None = None
+    gpus_per_node: int = 8
+    #: the file this topology was loaded from ("" when built in code)
+    source: str = ""
 
     # ---- structure -------------------------------------------------------------------------
     @cached_property
     def graph(self) -> nx.Graph:
-        """NIC endpoints and switches as vertices (attribute ``kind``), links as edges (``gbps``)."""
+        """NIC endpoints and switches as vertices (``kind``), links as edges (``gbps``)."""
         g = nx.Graph(name=self.name, fabric=self.fabric)
         for node in self.nodes.values():
             for nic in node.nics:
@@ -182,14 +187,17 @@ class Topology:
         out = []
         for walk in self._switch_walks(s_sw, d_sw):
             hops = (src, *walk, dst)
-            out.append(tuple(link_key(a, b) for a, b in zip(hops, hops[1:])))
+            out.append(tuple(link_key(a, b) for a, b in zip(hops, hops[1:], strict=False)))
         return tuple(out)
 
     def route(self, src: str, dst: str) -> Path | None:
         """The deterministic route of an InfiniBand flow (destination-based, D-mod-K style).
 
         Every switch forwards by destination only, as a linear forwarding table does: among the
-        next hops on a shortest path it takes ``index(dst node) mod count``. None without a path.
+        next hops on a shortest path it takes ``(index(dst node) // W) mod count`` where ``W`` is
+        the product of the fan-outs already used on the way up (D-mod-K), so on a 3-tier tree the
+        spine and core choices are independent and destinations spread evenly over every top
+        switch. None without a path.
         """
         if src == dst:
             return ()
@@ -204,12 +212,13 @@ class Topology:
             if not options:
                 return None
             cur = options[k % len(options)]
+            k //= len(options)
             hops.append(cur)
         hops.append(dst)
-        return tuple(link_key(a, b) for a, b in zip(hops, hops[1:]))
+        return tuple(link_key(a, b) for a, b in zip(hops, hops[1:], strict=False))
 
     def candidate_paths(self, src: str, dst: str) -> tuple[Path, ...]:
-        """The paths a flow may take as far as an observer knows: one on IB, the ECMP set on RoCE."""
+        """The paths a flow may take as an observer knows them: one on IB, the ECMP set on RoCE."""
         if self.fabric == "infiniband":
             r = self.route(src, dst)
             return (r,) if r is not None else ()

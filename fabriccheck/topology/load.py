@@ -1,0 +1,291 @@
+"""Loading and validating topology files (explicit form or generator form, DESIGN.md contract).
+
+Explicit form::
+
+    name: lab-4
+    fabric: roce                      # roce | infiniband
+    spec: lab-tcp                     # optional: the default test spec for this cluster
+    gpus_per_node: 0                  # optional (default 8)
+    nodes:
+      - name: host1
+        gpus: 0                       # optional, default gpus_per_node
+        nics: [{name: eth0, rail: 0, gbps: 1}]     # or just [eth0]: rail = position, gbps = link
+    switches:
+      - {name: leaf-1, tier: leaf}    # leaf | spine | core
+    links:
+      - {a: host1/eth0, b: leaf-1, gbps: 1}        # count: N optional (parallel cables merged)
+
+Generator form: ``generator: {kind: rail-optimized | fat-tree, ...}`` instead of the three lists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fabriccheck.errors import ConfigError
+from fabriccheck.models import link_key
+from fabriccheck.topology.fields import Fields, join, read_yaml, type_name
+from fabriccheck.topology.generators import generate
+from fabriccheck.topology.model import FABRICS, TIERS, Link, Nic, Node, Switch, Topology
+
+TOP_FIELDS = (
+    "name", "fabric", "spec", "gpus_per_node", "description", "generator", "nodes", "switches",
+    "links",
+)
+
+#: the repository's bundled topology files (editable install / source checkout)
+TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
+
+
+def resolve_topology_path(path_or_name: str | Path) -> Path:
+    """A topology file path: an existing path as is, else a bundled name (``roce-rail-64``).
+
+    Raises
+    ------
+    ConfigError
+        Neither a file nor a bundled topology name.
+    """
+    path = Path(path_or_name)
+    if path.exists():
+        return path
+    name = str(path_or_name)
+    for base in (TOPOLOGY_DIR, Path.cwd() / "topologies"):
+        for cand in (base / name, base / f"{name}.yaml", base / f"{name}.yml"):
+            if cand.is_file():
+                return cand
+    bundled = ", ".join(bundled_topologies()) or "none found"
+    raise ConfigError(
+        "no such file or bundled topology",
+        source=name,
+        hint=f"give a path or one of: {bundled}",
+    )
+
+
+def bundled_topologies() -> list[str]:
+    """Names of the topology files shipped in ``topologies/``."""
+    if not TOPOLOGY_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))
+
+
+def load_topology(path_or_name: str | Path, *, require_tree: bool = False) -> Topology:
+    """Read, build and validate a topology file.
+
+    Parameters
+    ----------
+    path_or_name
+        A file path, or the name of a bundled topology (``roce-rail-64`` → ``topologies/…yaml``).
+    require_tree
+        Refuse a fabric with a cycle (the namespace lab bridges switches; a loop would storm).
+
+    Returns
+    -------
+    Topology
+
+    Raises
+    ------
+    ConfigError
+        One line naming the file, the field and the problem.
+    """
+    path = resolve_topology_path(path_or_name)
+    source = str(path)
+    data = read_yaml(path)
+    return topology_from_dict(data, source=source, require_tree=require_tree)
+
+
+def topology_from_dict(data: Any, *, source: str, require_tree: bool = False) -> Topology:
+    """Build and validate a topology from a parsed document (see :func:`load_topology`)."""
+    top = Fields(data, source, "", allowed=TOP_FIELDS)
+    name = top.str("name")
+    fabric = top.str("fabric", choices=FABRICS)
+    spec = top.str("spec") if top.has("spec") else None
+    gpus = top.int("gpus_per_node", 8, minimum=0)
+    if top.has("generator"):
+        for key in ("nodes", "switches", "links"):
+            if key in top.data:
+                raise top.error(
+                    "a generator file cannot also list nodes/switches/links", key,
+                    hint="use either 'generator:' or the explicit form",
+                )
+        topo = generate(top.data["generator"], name=name, fabric=fabric, source=source)
+        if "gpus_per_node" not in top.data:
+            gpus = topo.gpus_per_node
+    else:
+        topo = _explicit(top, name, fabric, gpus)
+    topo.spec, topo.gpus_per_node, topo.source = spec, gpus, source
+    check_structure(topo, source=source, require_tree=require_tree)
+    return topo
+
+
+# ---- explicit form ------------------------------------------------------------------------
+def _explicit(top: Fields, name: str, fabric: str, gpus: int) -> Topology:
+    source = top.source
+    switches: dict[str, Switch] = {}
+    for i, raw in enumerate(top.list("switches")):
+        f = Fields(raw, source, join("switches", i), allowed=("name", "tier"))
+        sw = f.str("name")
+        if sw in switches:
+            raise f.error(f"duplicate switch name {sw!r}", "name")
+        if "/" in sw:
+            raise f.error(f"switch name {sw!r} must not contain '/'", "name")
+        switches[sw] = Switch(sw, f.str("tier", choices=TIERS))
+
+    node_raw: dict[str, tuple[Fields, list]] = {}
+    for i, raw in enumerate(top.list("nodes")):
+        f = Fields(raw, source, join("nodes", i), allowed=("name", "nics", "gpus"))
+        node = f.str("name")
+        if node in node_raw:
+            raise f.error(f"duplicate node name {node!r}", "name")
+        if node in switches:
+            raise f.error(f"{node!r} is both a node and a switch", "name")
+        if "/" in node:
+            raise f.error(f"node name {node!r} must not contain '/'", "name")
+        nics = f.list("nics")
+        if not nics:
+            raise f.error("a node needs at least one NIC", "nics")
+        node_raw[node] = (f, nics)
+
+    links: dict = {}
+    link_fields: dict = {}
+    nic_gbps: dict[str, float] = {}
+    for i, raw in enumerate(top.list("links")):
+        f = Fields(raw, source, join("links", i), allowed=("a", "b", "gbps", "count"))
+        a, b = f.str("a"), f.str("b")
+        gbps = f.number("gbps")
+        f.int("count", 1)
+        for key, end in (("a", a), ("b", b)):
+            if end in switches:
+                continue
+            node, sep, _ = end.partition("/")
+            if not sep:
+                raise f.error(f"unknown switch {end!r}", key, hint="NIC ends are written node/nic")
+            if node not in node_raw:
+                raise f.error(f"unknown node {node!r} in {end!r}", key)
+            nic_gbps.setdefault(end, gbps)
+        if a == b:
+            raise f.error(f"link from {a!r} to itself", "b")
+        if a not in switches and b not in switches:
+            raise f.error(f"link {a} - {b} joins two NICs", "b", hint="a NIC links to a switch")
+        key = link_key(a, b)
+        if key in links:
+            raise f.error(
+                f"duplicate link {a} - {b} (also {link_fields[key]})", None,
+                hint="merge parallel cables into one link with 'count' and the summed gbps",
+            )
+        links[key] = Link(a, b, gbps)
+        link_fields[key] = f.path
+
+    nodes: dict[str, Node] = {}
+    for node, (f, raw_nics) in node_raw.items():
+        nodes[node] = Node(node, _nics(f, node, raw_nics, nic_gbps), f.int("gpus", gpus, minimum=0))
+    known = {nic.endpoint for n in nodes.values() for nic in n.nics}
+    for key, link in links.items():
+        for end_key, end in (("a", link.a), ("b", link.b)):
+            if end not in switches and end not in known:
+                node, _, nic = end.partition("/")
+                raise ConfigError(
+                    f"node {node!r} has no NIC {nic!r}",
+                    source=source,
+                    field=join(link_fields[key], end_key),
+                )
+    return Topology(name=name, fabric=fabric, nodes=nodes, switches=switches, links=links)
+
+
+def _nics(f: Fields, node: str, raw_nics: list, link_gbps: dict[str, float]) -> tuple[Nic, ...]:
+    out: list[Nic] = []
+    names: set[str] = set()
+    rails: set[int] = set()
+    for j, raw in enumerate(raw_nics):
+        path = join(join(f.path, "nics"), j)
+        if isinstance(raw, str):
+            nic_name, rail = raw, j
+            gbps = link_gbps.get(f"{node}/{raw}")
+            if gbps is None:
+                raise f.error(f"NIC {raw!r} is on no switch", join(join("nics", j), "name"))
+        else:
+            nf = Fields(raw, f.source, path, allowed=("name", "rail", "gbps"))
+            nic_name = nf.str("name")
+            rail = nf.int("rail", j, minimum=0)
+            gbps = nf.number("gbps", link_gbps.get(f"{node}/{nic_name}"))
+        if not isinstance(nic_name, str) or not nic_name or "/" in nic_name:
+            raise f.error(f"bad NIC name {type_name(nic_name)}", join("nics", j))
+        if nic_name in names:
+            raise f.error(f"duplicate NIC name {nic_name!r}", join(join("nics", j), "name"))
+        if rail in rails:
+            raise f.error(f"two NICs on rail {rail}", join(join("nics", j), "rail"))
+        names.add(nic_name)
+        rails.add(rail)
+        out.append(Nic(node, nic_name, rail, gbps))
+    return tuple(out)
+
+
+# ---- structure ----------------------------------------------------------------------------
+def check_structure(topo: Topology, *, source: str, require_tree: bool = False) -> None:
+    """Check what makes routing possible: every NIC on exactly one switch, one connected fabric.
+
+    With ``require_tree`` a cycle (more links than vertices − 1) is refused as well.
+
+    Raises
+    ------
+    ConfigError
+        The first problem found, naming the NIC, switch or link.
+    """
+    if not topo.nodes:
+        raise ConfigError("a topology needs at least one node", source=source, field="nodes")
+    nics = topo.nics
+    attached: dict[str, str] = {}
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        root = x
+        while parent.get(root, root) != root:
+            root = parent[root]
+        while parent.get(x, x) != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    cycle: Link | None = None
+    for link in topo.links.values():
+        for nic, other in ((link.a, link.b), (link.b, link.a)):
+            if nic in nics:
+                if nic in attached:
+                    raise ConfigError(
+                        f"NIC {nic} is on two switches ({attached[nic]} and {other})",
+                        source=source,
+                        field="links",
+                        hint="a NIC has exactly one cable",
+                    )
+                attached[nic] = other
+        ra, rb = find(link.a), find(link.b)
+        if ra == rb:
+            cycle = cycle or link
+        else:
+            parent[ra] = rb
+    for nic in nics:
+        if nic not in attached:
+            raise ConfigError(
+                f"NIC {nic} is on no switch", source=source, field="links",
+                hint=f"add a link from {nic} to its leaf",
+            )
+    vertices = list(nics) + list(topo.switches)
+    roots = {find(v) for v in vertices}
+    if len(roots) > 1:
+        groups: dict[str, list[str]] = {}
+        for v in vertices:
+            groups.setdefault(find(v), []).append(v)
+        parts = sorted(groups.values(), key=len)
+        raise ConfigError(
+            f"fabric is disconnected: {len(parts)} parts; e.g. {sorted(parts[0])[0]} cannot "
+            f"reach {sorted(parts[-1])[0]}",
+            source=source,
+            field="links",
+            hint="add the missing uplinks",
+        )
+    if require_tree and cycle is not None:
+        raise ConfigError(
+            f"cycle through link {cycle.a} - {cycle.b}; this fabric must be a tree",
+            source=source,
+            field="links",
+            hint="the lab bridges switches: remove redundant uplinks",
+        )
