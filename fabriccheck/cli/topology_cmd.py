@@ -1,0 +1,166 @@
+"""``fabriccheck topology``: show, validate, list and import fabric topologies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fabriccheck.cli.app import app, err, out, write_json
+from fabriccheck.errors import FabricCheckError
+
+topology_app = typer.Typer(
+    help="Show, validate, list and import fabric topologies.", no_args_is_help=True
+)
+app.add_typer(topology_app, name="topology")
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """A FabricCheckError becomes one error line (plus its hint) and its exit code."""
+    try:
+        yield
+    except FabricCheckError as exc:
+        err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True)
+        if exc.hint:
+            err.print(f"  hint: {exc.hint}", highlight=False, markup=False)
+        raise typer.Exit(exc.exit_code) from exc
+
+
+@topology_app.command("show")
+def show(
+    file: str = typer.Argument(..., help="Topology file or bundled name (e.g. roce-rail-64)."),
+    json_: bool = typer.Option(False, "--json", help="Print the topology contract JSON."),
+) -> None:
+    """Print a topology: a summary, or the DESIGN.md contract JSON with --json."""
+    from fabriccheck.topology import load_topology
+    from fabriccheck.topology.dump import summary
+
+    with _errors():
+        topo = load_topology(file)
+    if json_:
+        write_json(topo.to_contract())
+        return
+    s = summary(topo)
+    tiers = ", ".join(f"{n} {t}" for t, n in s["switches"].items())
+    speeds = ", ".join(f"{n} x {g} Gb/s" for g, n in s["nic_gbps"].items())
+    rows = [
+        ("topology", f"{s['name']} ({topo.source})"),
+        ("fabric", s["fabric"]),
+        ("spec", s["spec"] or "(by fabric)"),
+        ("nodes", f"{s['nodes']} x {s['gpus_per_node']} GPUs"),
+        ("NICs", f"{s['nics']} on {s['rails']} rails; {speeds}"),
+        ("switches", f"{sum(s['switches'].values())}: {tiers}"),
+        ("links", f"{s['links']} ({s['host_links']} NIC, {s['switch_links']} switch-switch)"),
+        ("ECMP width", f"{s['ecmp_width']} paths between same-rail NICs on different leaves"),
+    ]
+    for key, value in rows:
+        out.print(f"{key:<11} {value}", highlight=False, markup=False)
+
+
+@topology_app.command("validate")
+def validate(
+    file: str = typer.Argument(..., help="Topology file or bundled name."),
+    tree: bool = typer.Option(False, "--tree", help="Also require a tree (lab topologies)."),
+) -> None:
+    """Check a topology file; exit 0 when valid, 2 with one line naming file and field when not."""
+    from fabriccheck.topology import load_topology
+
+    with _errors():
+        topo = load_topology(file, require_tree=tree)
+    out.print(
+        f"{topo.source}: ok ({len(topo.nodes)} nodes, {len(topo.switches)} switches, "
+        f"{len(topo.links)} links, {topo.fabric})",
+        highlight=False,
+        markup=False,
+    )
+
+
+@topology_app.command("list")
+def list_() -> None:
+    """List the bundled topologies with their sizes."""
+    from fabriccheck.topology import bundled_topologies, load_topology
+
+    for name in bundled_topologies():
+        with _errors():
+            t = load_topology(name)
+        out.print(
+            f"{name:<18} {t.fabric:<10} {len(t.nodes):>6} nodes {t.rails:>2} rails "
+            f"{len(t.switches):>5} switches  spec {t.spec or '-'}",
+            highlight=False,
+            markup=False,
+        )
+
+
+@topology_app.command("import")
+def import_(
+    ibnetdiscover: Annotated[
+        Path | None,
+        typer.Option("--ibnetdiscover", help="ibnetdiscover output (plain or -p ports format)."),
+    ] = None,
+    lldp: Annotated[
+        list[Path] | None,
+        typer.Option("--lldp", help="Per-host lldpcli -f json0 / lldpctl -f json files, or a dir."),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Topology name.")] = None,
+    spines: Annotated[
+        int, typer.Option("--spines", help="LLDP: add N spines cabled to every leaf.")
+    ] = 0,
+    uplinks: Annotated[
+        Path | None,
+        typer.Option("--uplinks", help="LLDP: YAML list of switch-switch links {a, b, gbps}."),
+    ] = None,
+    uplink_gbps: Annotated[
+        float, typer.Option("--uplink-gbps", help="LLDP: speed of the --spines uplinks.")
+    ] = 400.0,
+    nic_gbps: Annotated[float, typer.Option("--nic-gbps", help="LLDP: host NIC speed.")] = 400.0,
+    spec: Annotated[str | None, typer.Option("--spec", help="Default test spec to write.")] = None,
+    largest_component: Annotated[
+        bool,
+        typer.Option("--largest-component", help="Keep only the largest connected part."),
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here, not stdout.")
+    ] = None,
+) -> None:
+    """Build an explicit-form topology YAML from ibnetdiscover or LLDP neighbour data."""
+    import sys
+
+    from fabriccheck.errors import ConfigError
+
+    with _errors():
+        if bool(ibnetdiscover) == bool(lldp):
+            raise ConfigError(
+                "give exactly one of --ibnetdiscover FILE or --lldp FILES",
+                source="topology import",
+            )
+        if ibnetdiscover:
+            from fabriccheck.topology.discovery.ibnetdiscover import import_ibnetdiscover
+
+            text, warnings = import_ibnetdiscover(
+                ibnetdiscover, name=name, spec=spec, largest_component=largest_component
+            )
+        else:
+            from fabriccheck.topology.discovery.lldp import import_lldp
+
+            text, warnings = import_lldp(
+                lldp or [],
+                name=name,
+                spec=spec,
+                spines=spines,
+                uplinks=uplinks,
+                uplink_gbps=uplink_gbps,
+                nic_gbps=nic_gbps,
+                largest_component=largest_component,
+            )
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    if output:
+        output.write_text(text, encoding="utf-8")
+        err.print(f"wrote {output}", highlight=False, markup=False)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
