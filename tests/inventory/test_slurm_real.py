@@ -1,0 +1,65 @@
+"""Slurm inventory against a real Slurm (slurmctld + 4 slurmd + munge started by the test)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from fabriccheck.errors import ExecutorError
+from fabriccheck.inventory.command import run_command
+from fabriccheck.inventory.slurm import SlurmInventory
+from tests.slurmlab import slurm_lab, unavailable_reason
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
+]
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with slurm_lab(nodes=4) as lab:
+        yield lab
+
+
+@pytest.fixture
+def inv(lab):
+    runner = functools.partial(run_command, env={"SLURM_CONF": lab.env["SLURM_CONF"]})
+    return SlurmInventory(runner=runner)
+
+
+def test_busy_node_is_not_idle_and_recheck_drops_it(lab, inv):
+    assert inv.idle_nodes() == ["fcn1", "fcn2", "fcn3", "fcn4"]
+    assert inv.idle_nodes(exclude=["fcn4"]) == ["fcn1", "fcn2", "fcn3"]
+    job = lab.run("sbatch", "--parsable", "-w", "fcn1", "--wrap", "sleep 120").strip()
+    try:
+        lab.wait_states({"fcn1": "allocated"})
+        assert inv.idle_nodes() == ["fcn2", "fcn3", "fcn4"]
+        assert inv.recheck_idle(["fcn1", "fcn2", "fcn3"]) == ["fcn2", "fcn3"]
+        # a reservation over a busy node is refused by Slurm: the sweep never takes it
+        with pytest.raises(ExecutorError, match="busy"):
+            with inv.reserve(["fcn1", "fcn2"]):
+                pass
+    finally:
+        lab.run("scancel", job)
+        lab.wait_states({"fcn1": "idle"})
+
+
+def test_reservation_holds_nodes_and_is_released_even_on_error(lab, inv):
+    with pytest.raises(RuntimeError, match="boom"):
+        with inv.reserve(["fcn2", "fcn3"], name="fc-test-hold") as name:
+            assert name == "fc-test-hold"
+            shown = lab.run("scontrol", "show", "reservation", name)
+            assert "Nodes=fcn[2-3]" in shown
+            lab.wait_states({"fcn2": "reserved", "fcn3": "reserved"})
+            # our own reserved nodes still count as idle for the next round; others' would not
+            assert inv.recheck_idle(["fcn2", "fcn3", "fcn4"]) == ["fcn2", "fcn3", "fcn4"]
+            assert inv.idle_nodes() == ["fcn1", "fcn4"]
+            # a job asking for a held node waits instead of landing on a node under test
+            job = lab.run("sbatch", "--parsable", "-w", "fcn2", "--wrap", "true").strip()
+            state = lab.run("squeue", "-h", "-j", job, "-o", "%T").strip()
+            assert state == "PENDING"
+            raise RuntimeError("boom")
+    assert "fc-test-hold" not in lab.run("scontrol", "show", "reservation", check=False)
+    lab.wait_states({"fcn2": "idle", "fcn3": "idle"}, timeout_s=40)
