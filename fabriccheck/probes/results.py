@@ -27,6 +27,9 @@ class ToolError:
     peer: str | None = None
     vendor_err: str | None = None
     line: int | None = None
+    xid: int | None = None  # NVIDIA Xid number (kernel log)
+    pci: str | None = None  # PCI id of the GPU/NIC a kernel line names
+    count: int | None = None  # how many times the same error repeated (None = once)
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -47,6 +50,8 @@ class NcclRow:
     algbw_inplace_gbps: float | None = None
     busbw_inplace_gbps: float | None = None
     wrong_inplace: int | None = None
+    max_rel_error: float | None = None  # old format (before 2022-08): `error` column, not a count
+    max_rel_error_inplace: float | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,11 @@ class NcclTestsResult:
     avg_busbw_gbps: float | None = None
     errors: tuple[ToolError, ...] = ()
     reason: str = ""
+    warnings: tuple[ToolError, ...] = ()  # NCCL WARN lines that did not stop the test
+    min_bytes: int | None = None  # from the `# nThread ... minBytes ... maxBytes` header
+    max_bytes: int | None = None
+    validation: int | None = None  # -c value (0: #wrong is N/A)
+    out_of_bounds: int | None = None  # footer `Out of bounds values : N`
 
     @property
     def max_busbw_gbps(self) -> float | None:
@@ -104,6 +114,9 @@ class PerftestResult:
     latency_rows: tuple[PerftestLatencyRow, ...] = ()
     errors: tuple[ToolError, ...] = ()
     reason: str = ""
+    program: str | None = None  # ib_write_bw, ... when the command line was echoed
+    unit: str | None = None  # BW unit as printed (Gb/sec, MiB/sec, MB/sec)
+    loopback: bool = False  # local and remote LID equal: never crossed the cable or switch
 
     def bw_at(self, size_bytes: int | None = None) -> float | None:
         """Average Gb/s at ``size_bytes`` (largest size at or below it), or at the largest size."""
@@ -123,6 +136,13 @@ class Iperf3Result:
     streams: int | None = None
     errors: tuple[ToolError, ...] = ()
     reason: str = ""
+    protocol: str | None = None  # TCP | UDP
+    lost_percent: float | None = None  # UDP only
+
+    @property
+    def bw_gbps(self) -> float | None:
+        """The bandwidth to judge: what the receiver got, else what the sender sent."""
+        return self.received_gbps if self.received_gbps is not None else self.sent_gbps
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,408 @@
+"""nccl-tests stdout (all_reduce_perf & co.): result rows, rank lines, footer and failures.
+
+Every layout of tool-formats.md §1 is read: the current (v2.17+, 118-char rows) and the
+2022-08..2025-10 formats (``#wrong`` and ``root``), the pre-2022-08 format (``error`` column, no
+``root``, blank ``redop``), pre-2019 output without ``#`` prefixes, ``-S`` timestamps, ``-I 1``
+per-iteration columns, launcher prefixes (even inside a row), NCCL log lines anywhere, several
+tables, and the output of a non-MPI build started by a multi-process launcher. Rows are split on
+whitespace, never on column positions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from fabriccheck.probes._text import (
+    NCCL_LINE_RE,
+    clean_line,
+    dedupe_errors,
+    ib_completion_error,
+    nccl_line_error,
+    ordered_unique,
+    to_float,
+    to_int,
+)
+from fabriccheck.probes.results import (
+    FAILED,
+    INCOMPLETE,
+    OK,
+    UNPARSEABLE,
+    NcclRow,
+    NcclTestsResult,
+    ToolError,
+)
+
+_HEADER_RE = re.compile(r"^\s*#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)$")
+_KV_RE = re.compile(r"([A-Za-z_][\w ]*?):?\s+(-?\d+)(?:\((\w+)\))?")
+_RANK_RE = re.compile(
+    r"^\s*#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
+    r"\s+device\s+(?P<dev>\d+)\s+\[(?P<pci>[^\]]*)\]\s*(?P<name>.*)$"
+)
+_FAILURE_RE = re.compile(
+    r"(?P<host>[A-Za-z0-9][\w.-]*)(?: pid (?P<pid>\d+))?: Test (?P<what>NCCL failure|CUDA failure"
+    r"|failure|timeout)\s*(?P<rest>.*)$"
+)
+_OOB_RE = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_AVG_RE = re.compile(r"^\s*#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
+_STARTING_RE = re.compile(r"Collective test (starting|concluded):\s*(\S+)")
+_PROGRAM_RE = re.compile(r"(?:^|[\s/])(\w+?)_perf(?:_mpi)?(?:\s|$)")
+_TIMESTAMP_RE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
+#: launcher tags a row can carry at its start or glued into it (``-1[0]``, ``N/Anode1: ``)
+_ROW_PREFIX_RE = re.compile(r"^\s*(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s)|\d+:(?=\s))")
+_ROW_GLUE_RE = re.compile(r"(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s))")
+_TYPE_RE = re.compile(r"^[A-Za-z][\w]*$")
+_USAGE_RE = re.compile(r"invalid option|^\s*USAGE:|invalid sizes? (?:specified )?for|"
+                       r"Invalid number of GPUs|Please check the number of processes")
+_LABEL_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]*|\d+):\s(.*)$")
+_LAUNCHER_EXIT_RE = re.compile(r"^\s*Exit code:\s*(\d+)|exited with exit code (\d+)")
+
+
+@dataclass
+class _Schema:
+    has_root: bool | None = None
+    rel_error: bool | None = None  # `error` column (pre-2022-08) instead of `#wrong`
+
+
+@dataclass
+class _State:
+    headers: list[dict[str, int]] = field(default_factory=list)
+    ranks: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
+    rank_hosts: list[str] = field(default_factory=list)
+    schema: _Schema = field(default_factory=_Schema)
+    rows: list[NcclRow] = field(default_factory=list)
+    row_lines: list[int] = field(default_factory=list)
+    errors: list[ToolError] = field(default_factory=list)
+    warnings: list[ToolError] = field(default_factory=list)
+    info_hosts: list[str] = field(default_factory=list)
+    collective: str | None = None
+    oob: int | None = None
+    oob_failed: bool = False
+    avg: float | None = None
+    avg_failed: bool = False
+    footer: bool = False
+    recognized: int = 0
+    nranks: int | None = None
+
+
+def parse_nccl_tests(text: str) -> NcclTestsResult:
+    """Parse what an nccl-tests binary printed.
+
+    Parameters
+    ----------
+    text
+        stdout (optionally followed by stderr) of ``all_reduce_perf`` & co., launcher prefixes
+        and interleaved NCCL lines included.
+
+    Returns
+    -------
+    NcclTestsResult
+        ``ok`` with the footer printed and no error; ``failed`` when the text names a failure
+        (``nccl``, ``cuda``, ``test_failure``, ``timeout``, ``wrong_results``, ``setup``,
+        ``usage``, ``ib_completion``, ``socket``, ``bandwidth``, ``launcher``); ``incomplete``
+        when the output stops early (no rows, or rows without footer); ``unparseable`` when
+        nothing in it is nccl-tests output.
+
+    Examples
+    --------
+    >>> r = parse_nccl_tests('''# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor)
+    ...            8             2     float     sum      -1    135.8    0.00    0.00      0'''
+    ...     '''    123.5    0.00    0.00      0
+    ... # Out of bounds values : 0 OK
+    ... # Avg bus bandwidth    : 0 ''')
+    >>> r.status, len(r.rows), r.rows[0].wrong
+    ('ok', 1, 0)
+    """
+    st = _State()
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        _feed(st, clean_line(raw), lineno)
+    return _finish(st, text)
+
+
+def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
+    s = line.strip()
+    if not s:
+        return True
+    if "Test " in s and _feed_failure(st, s, lineno):
+        return True
+    if "NCCL " in s:
+        m = NCCL_LINE_RE.search(s)
+        if m:
+            _feed_nccl_line(st, m, lineno)
+            return True
+    if _feed_meta(st, s, lineno) or _feed_row(st, s, lineno):
+        return True
+    if _USAGE_RE.search(s):
+        kind = "setup" if "GPUs" in s or "processes" in s else "usage"
+        st.errors.append(ToolError(kind, s[:200], line=lineno))
+        st.recognized += 1
+        return True
+    m = _LAUNCHER_EXIT_RE.search(s)
+    if m and int(m.group(1) or m.group(2)) != 0:
+        code = m.group(1) or m.group(2)
+        st.errors.append(ToolError("launcher", f"a process exited with code {code}",
+                                   status=code, line=lineno))
+        return True
+    if st.collective is None and "_perf" in s:
+        m = _PROGRAM_RE.search(s)
+        if m:
+            st.collective = _collective(m.group(1) + "_perf")
+            return True
+    m = _LABEL_RE.match(s)  # pdsh `host: ` / srun -l `3: ` on every line
+    if m and depth == 0:
+        return _feed(st, m.group(1), lineno, depth + 1)
+    return False
+
+
+def _feed_failure(st: _State, s: str, lineno: int) -> bool:
+    m = _FAILURE_RE.search(s)
+    if not m:
+        return False
+    what, rest, host = m["what"], m["rest"].strip(), m["host"]
+    kind = {"NCCL failure": "nccl", "CUDA failure": "cuda", "failure": "test_failure",
+            "timeout": "timeout"}[what]
+    quoted = re.search(r"'(.*)'", rest)
+    detail = quoted.group(1).rstrip(" /") if quoted else rest
+    message = f"Test {what} {rest}".strip() if kind == "test_failure" else f"{what}: {detail}"
+    ib = ib_completion_error(rest, host, lineno) if "Got completion" in rest else None
+    if ib is not None:  # NCCL >= 2.13 appends ncclGetLastError: the IB completion it died of
+        st.errors.append(replace(ib, message=message[:300]))
+    else:
+        st.errors.append(ToolError(kind, message[:300], host=host, line=lineno))
+    st.recognized += 1
+    return True
+
+
+def _feed_nccl_line(st: _State, m: re.Match[str], lineno: int) -> None:
+    st.info_hosts.append(m["host"])
+    err = nccl_line_error(m, lineno)
+    if err is not None:
+        st.errors.append(err)
+    elif m["level"] in ("WARN", "ERROR"):
+        st.warnings.append(ToolError("nccl_warn", m["msg"].strip()[:300], host=m["host"],
+                                     line=lineno))
+    n = re.search(r"\bnranks (\d+)", m["msg"])
+    if n:
+        st.nranks = int(n.group(1))
+
+
+def _feed_meta(st: _State, s: str, lineno: int) -> bool:
+    m = _HEADER_RE.match(s)
+    if m:
+        hdr = {"nThread": int(m.group(1)), "nGpus": int(m.group(2))}
+        for k, v, _unit in _KV_RE.findall(m.group(3)):
+            hdr[k.strip()] = int(v)
+        st.headers.append(hdr)
+        st.recognized += 1
+        return True
+    m = _RANK_RE.match(s)
+    if m:
+        rank, host = int(m["rank"]), m["host"]
+        st.ranks.setdefault(rank, set()).add((host, int(m["pid"])))
+        st.rank_hosts.append(host)
+        st.recognized += 1
+        return True
+    body = s[1:].strip() if s.startswith("#") else s
+    toks = body.split()
+    if len(toks) >= 4 and toks[:3] == ["size", "count", "type"]:
+        st.schema = _Schema(has_root="root" in toks, rel_error="error" in toks)
+        st.recognized += 1
+        return True
+    m = _OOB_RE.match(s)
+    if m:
+        st.oob, st.oob_failed, st.footer = int(m.group(1)), m.group(2) == "FAILED", True
+        st.recognized += 1
+        return True
+    m = _AVG_RE.match(s)
+    if m:
+        st.avg, st.avg_failed, st.footer = to_float(m.group(1)), m.group(2) == "FAILED", True
+        st.recognized += 1
+        return True
+    m = _STARTING_RE.search(s)
+    if m:
+        st.collective = _collective(m.group(2))
+        st.footer = st.footer or m.group(1) == "concluded"
+        st.recognized += 1
+        return True
+    if s.startswith("# error:"):
+        st.errors.append(ToolError("nccl", s[len("# error:"):].strip()[:300], line=lineno))
+        return True
+    if s.startswith("#"):
+        if "nccl-tests version" in s or "Using devices" in s or "(GB/s)" in s:
+            st.recognized += 1
+        return True
+    return False
+
+
+def _collective(program: str) -> str:
+    return re.sub(r"_perf(_mpi)?$", "", program)
+
+
+def _feed_row(st: _State, s: str, lineno: int) -> bool:
+    if not s[:1].isdigit() and not s.startswith(("[", "-")) and ":" not in s[:64]:
+        return False
+    row = _parse_row(s, st.schema)
+    if row is None:
+        stripped = _ROW_PREFIX_RE.sub("", s, count=1)
+        if stripped == s:
+            return False
+        row = _parse_row(stripped, st.schema)
+        if row is None:
+            return False
+    st.rows.append(row)
+    st.row_lines.append(lineno)
+    st.recognized += 1
+    return True
+
+
+def _parse_row(s: str, schema: _Schema) -> NcclRow | None:
+    if "[" in s or ":" in s:
+        s = _TIMESTAMP_RE.sub(" ", s)
+        s = _ROW_GLUE_RE.sub(" ", s)
+    toks = s.split()
+    if not 11 <= len(toks) <= 22:
+        return None
+    size, count = to_int(toks[0]), to_int(toks[1])
+    if size is None or count is None or size < 0 or count < 0 or not _TYPE_RE.match(toks[2]):
+        return None
+    i, redop = 3, None
+    if _TYPE_RE.match(toks[3]):
+        redop, i = toks[3], 4
+    rest = toks[i:]
+    root = None
+    if len(rest) in (9, 17):
+        root = to_int(rest[0])
+        if root is None:
+            return None
+        rest = rest[1:]
+    elif len(rest) not in (8, 16):
+        return None
+    half = len(rest) // 2
+    rel_error = schema.rel_error if schema.rel_error is not None else root is None
+    oop = _half(rest[:half], rel_error)
+    inp = _half(rest[half:], rel_error)
+    if oop is None or inp is None:
+        return None
+    return NcclRow(
+        size_bytes=size, count=count, dtype=toks[2], redop=redop, root=root,
+        time_us=oop[0], algbw_gbps=oop[1], busbw_gbps=oop[2], wrong=oop[3],
+        time_inplace_us=inp[0], algbw_inplace_gbps=inp[1], busbw_inplace_gbps=inp[2],
+        wrong_inplace=inp[3], max_rel_error=oop[4], max_rel_error_inplace=inp[4],
+    )  # fmt: skip
+
+
+def _half(toks: list[str], rel_error: bool):
+    """(time, algbw, busbw, wrong, rel_error) of one half-row, or None if it is not numbers."""
+    vals = [to_float(t) for t in toks[:3]]
+    if any(v is None or v < 0 for v in vals):
+        return None
+    cell = toks[3]
+    wrong: int | None = None
+    err: float | None = None
+    if cell != "N/A":
+        num = to_float(cell)
+        if num is None or num < 0:
+            return None
+        if rel_error:
+            err = num
+        else:
+            wrong = int(num)
+    for extra in toks[4:]:  # -I 1: i_min i_max i_p99 i_cv%
+        if to_float(extra) is None:
+            return None
+    return vals[0], vals[1], vals[2], wrong, err
+
+
+def _interleaved(rows: list[NcclRow]) -> bool:
+    """True when independent size sweeps are interleaved (several single-process tests writing
+    to one stream); ``-N`` cycles, ``-d all`` and ``-o all`` only repeat whole sweeps."""
+    last: dict[tuple, int] = {}
+    peak_before_drop: dict[tuple, int] = {}
+    peak: dict[tuple, int] = {}
+    for r in rows:
+        key = (r.dtype, r.redop, r.root)
+        if key in last and r.size_bytes < last[key]:
+            peak_before_drop[key] = peak[key]
+        elif key in peak_before_drop and r.size_bytes > peak_before_drop[key]:
+            return True
+        last[key] = r.size_bytes
+        peak[key] = max(peak.get(key, 0), r.size_bytes)
+    return False
+
+
+def _setup_errors(st: _State) -> list[ToolError]:
+    why = []
+    if len(st.headers) > 1:
+        why.append(f"{len(st.headers)} '# nThread' headers")
+    dup = sorted(r for r, who in st.ranks.items() if len(who) > 1)
+    if dup:
+        hosts = ", ".join(sorted({h for h, _ in st.ranks[dup[0]]}))
+        why.append(f"rank {dup[0]} printed by {len(st.ranks[dup[0]])} processes ({hosts})")
+    if _interleaved(st.rows):
+        why.append("result rows of independent sweeps interleave")
+    if not why:
+        return []
+    msg = ("non-MPI nccl-tests build launched by a multi-process launcher (mpirun/srun): every "
+           "process ran its own single-process test (" + "; ".join(why) + "); rebuild with "
+           "MPI=1 or start one process per test")
+    return [ToolError("setup", msg)]
+
+
+def _footer_errors(st: _State) -> list[ToolError]:
+    out = []
+    bad = [(r, ln) for r, ln in zip(st.rows, st.row_lines, strict=True)
+           if (r.wrong or 0) > 0 or (r.wrong_inplace or 0) > 0]
+    if bad:
+        r, ln = bad[0]
+        total = sum((x.wrong or 0) + (x.wrong_inplace or 0) for x, _ in bad)
+        out.append(ToolError(
+            "wrong_results",
+            f"{len(bad)} row(s) with wrong results ({total} wrong elements summed over ranks), "
+            f"first at {r.size_bytes} B: #wrong {r.wrong} out-of-place, {r.wrong_inplace} "
+            "in-place (data corruption; nccl-tests cannot say which rank)", line=ln))
+    elif st.oob_failed or (st.oob or 0) > 0:
+        out.append(ToolError("wrong_results", f"Out of bounds values : {st.oob} FAILED "
+                             "(data check failed; nccl-tests cannot say which rank)"))
+    if st.avg_failed:
+        out.append(ToolError("bandwidth", f"Avg bus bandwidth {st.avg} GB/s FAILED "
+                             "(below 0.9 x NCCL_TESTS_MIN_BW)"))
+    return out
+
+
+def _finish(st: _State, text: str) -> NcclTestsResult:
+    errors = _setup_errors(st) + st.errors + _footer_errors(st)
+    primary = {e.host for e in errors if e.kind in ("nccl", "cuda", "timeout")}
+    errors = [e for e in errors if not (e.kind == "test_failure" and e.host in primary)]
+    if any(e.kind != "launcher" for e in errors):
+        errors = [e for e in errors if e.kind != "launcher"] + [
+            e for e in errors if e.kind == "launcher"]
+    hdr = st.headers[0] if st.headers else {}
+    error_hosts = [e.host for e in errors if e.host]
+    last = st.rows[-1].size_bytes if st.rows else None
+    if errors:
+        status, reason = FAILED, errors[0].message
+    elif st.recognized == 0:
+        status = INCOMPLETE if not text.strip() else UNPARSEABLE
+        reason = "no output" if not text.strip() else "no nccl-tests header, row or failure line"
+    elif not st.rows:
+        status, reason = INCOMPLETE, "no result rows (killed or hung before the first size?)"
+    elif not st.footer:
+        status = INCOMPLETE
+        reason = f"output stops after {len(st.rows)} row(s) (last size {last} B), no footer"
+    else:
+        status, reason = OK, ""
+    return NcclTestsResult(
+        status=status,
+        rows=tuple(st.rows),
+        collective=st.collective,
+        hosts=ordered_unique([*st.rank_hosts, *error_hosts, *st.info_hosts]),
+        ranks=len(st.ranks) or (st.nranks or 0),
+        avg_busbw_gbps=st.avg,
+        errors=dedupe_errors(errors),
+        reason=reason,
+        warnings=dedupe_errors(st.warnings),
+        min_bytes=hdr.get("minBytes"),
+        max_bytes=hdr.get("maxBytes"),
+        validation=hdr.get("validation"),
+        out_of_bounds=st.oob,
+    )
