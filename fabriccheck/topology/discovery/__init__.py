@@ -1,0 +1,1 @@
+"""Importing topologies from what the fabric reports: ibnetdiscover (InfiniBand), LLDP (RoCE)."""

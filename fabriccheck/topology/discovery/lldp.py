@@ -1,0 +1,265 @@
+"""Importing a RoCE fabric from per-host LLDP neighbour tables (lldpcli / lldpctl output).
+
+Reads ``lldpcli show neighbors -f json0`` (lists everywhere), ``lldpctl -f json`` (keyed by
+interface and system name) and the plain ``lldpcli show neighbors`` text. Each file is one host:
+its name is the file stem, or the local chassis name when the file carries ``local-chassis``.
+A NIC is the local interface, a switch the neighbour's SysName. Hosts cannot see switch-to-switch
+cables, so spines come from ``spines=N`` (each cabled to every leaf) or an uplinks file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabriccheck.errors import ConfigError, ParseError
+from fabriccheck.topology.discovery.common import FabricBuild
+from fabriccheck.topology.fields import Fields, join, read_yaml
+
+
+@dataclass(frozen=True)
+class Neighbor:
+    """One LLDP neighbour seen on a local interface."""
+
+    interface: str
+    sysname: str
+    port_id: str = ""
+    port_id_type: str = ""
+
+
+@dataclass
+class LldpHost:
+    """What one host's LLDP table says: its own name when known, and its neighbours."""
+
+    local: str | None = None
+    neighbors: list[Neighbor] = field(default_factory=list)
+
+
+def _first(value: Any, key: str = "value") -> Any:
+    """json0 wraps every value in a list of dicts; the keyed format does not."""
+    while isinstance(value, list):
+        value = value[0] if value else None
+    if isinstance(value, dict) and key in value and len(value) <= 2:
+        return value[key]
+    return value
+
+
+def _neighbor_json(iface: str, body: dict) -> Neighbor | None:
+    chassis = body.get("chassis")
+    sysname, chassis_id = None, None
+    if isinstance(chassis, list):  # json0
+        ch = chassis[0] if chassis else {}
+        sysname = _first(ch.get("name"))
+        chassis_id = _first(ch.get("id"))
+    elif isinstance(chassis, dict):  # keyed: {"<sysname>": {...}} or {"id": ...} when unnamed
+        key, inner = next(iter(chassis.items()), ("", None))
+        if len(chassis) == 1 and key != "id" and isinstance(inner, dict):
+            sysname, chassis_id = key, inner.get("id")
+        else:
+            chassis_id = chassis.get("id")
+    if isinstance(chassis_id, dict):
+        chassis_id = chassis_id.get("value")
+    port = body.get("port")
+    port = port[0] if isinstance(port, list) and port else port
+    port_id = port.get("id") if isinstance(port, dict) else None
+    port_id = port_id[0] if isinstance(port_id, list) and port_id else port_id
+    pid_value = port_id.get("value", "") if isinstance(port_id, dict) else ""
+    pid_type = port_id.get("type", "") if isinstance(port_id, dict) else ""
+    name = sysname or (f"sw-{chassis_id}" if chassis_id else None)
+    if not name:
+        return None
+    return Neighbor(iface, str(name), str(pid_value), str(pid_type))
+
+
+def _local_name(data: dict) -> str | None:
+    local = data.get("local-chassis")
+    if local is None:
+        return None
+    local = local[0] if isinstance(local, list) and local else local
+    chassis = local.get("chassis") if isinstance(local, dict) else None
+    if isinstance(chassis, list):
+        return _first(chassis[0].get("name")) if chassis else None
+    if isinstance(chassis, dict) and len(chassis) == 1:
+        return next(iter(chassis))
+    return None
+
+
+def parse_lldp(text: str) -> LldpHost:
+    """Parse one host's LLDP neighbours (json0, keyed json, or plain ``lldpcli`` text).
+
+    Raises
+    ------
+    ParseError
+        Not LLDP output.
+    """
+    body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")).strip()
+    if body.startswith("{"):
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise ParseError(f"invalid JSON: {exc}", tool="lldp", excerpt=body) from exc
+        return _parse_json(data, body)
+    if "Interface:" in body:
+        return _parse_plain(body)
+    raise ParseError(
+        "not LLDP neighbour output", tool="lldp", excerpt=body,
+        hint="use 'lldpcli show neighbors -f json0' or 'lldpctl -f json'",
+    )
+
+
+def _parse_json(data: Any, body: str) -> LldpHost:
+    host = LldpHost(local=_local_name(data) if isinstance(data, dict) else None)
+    lldp = data.get("lldp") if isinstance(data, dict) else None
+    if isinstance(lldp, list):
+        lldp = lldp[0] if lldp else {}
+    if not isinstance(lldp, dict):
+        if host.local:
+            return host
+        raise ParseError("no 'lldp' section", tool="lldp", excerpt=body)
+    ifaces = lldp.get("interface") or []
+    if isinstance(ifaces, dict):
+        ifaces = [ifaces]
+    for item in ifaces:
+        if not isinstance(item, dict):
+            continue
+        if "name" in item and isinstance(item.get("name"), str):  # json0
+            pairs = [(item["name"], item)]
+        else:  # keyed
+            pairs = [(k, v) for k, v in item.items() if isinstance(v, dict)]
+        for iface, entry in pairs:
+            nb = _neighbor_json(iface, entry)
+            if nb:
+                host.neighbors.append(nb)
+    return host
+
+
+_PLAIN_IFACE = re.compile(r"^Interface:\s*([^,\s]+)")
+_PLAIN_KV = re.compile(r"^\s+(SysName|ChassisID|PortID):\s*(.*?)\s*$")
+
+
+def _parse_plain(body: str) -> LldpHost:
+    host = LldpHost()
+    current: dict[str, str] = {}
+
+    def flush() -> None:
+        name = current.get("SysName") or (
+            f"sw-{current['ChassisID'].split()[-1]}" if current.get("ChassisID") else ""
+        )
+        if current.get("iface") and name:
+            ptype, _, pid = current.get("PortID", "").partition(" ")
+            host.neighbors.append(Neighbor(current["iface"], name, pid, ptype))
+
+    for line in body.splitlines():
+        m = _PLAIN_IFACE.match(line)
+        if m:
+            flush()
+            current = {"iface": m.group(1)}
+            continue
+        m = _PLAIN_KV.match(line)
+        if m and current and m.group(1) not in current:
+            current[m.group(1)] = m.group(2)
+    flush()
+    return host
+
+
+def _files(paths: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise ConfigError("no such file or folder", source=str(p), field="--lldp")
+    if not out:
+        raise ConfigError("no LLDP files found", source=", ".join(map(str, paths)), field="--lldp")
+    return out
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._:-]+", "-", name.strip()).strip("-") or "unnamed"
+
+
+def _read_uplinks(path: Path, build: FabricBuild) -> None:
+    source = str(path)
+    data = read_yaml(path)
+    if isinstance(data, dict):
+        data = Fields(data, source, "", allowed=("links",)).list("links")
+    if not isinstance(data, list):
+        raise ConfigError("expected a list of links {a, b, gbps}", source=source)
+    for i, raw in enumerate(data):
+        f = Fields(raw, source, join("links", i), allowed=("a", "b", "gbps", "count"))
+        a, b, gbps = _safe(f.str("a")), _safe(f.str("b")), f.number("gbps")
+        for sw in (a, b):
+            build.switches.setdefault(sw, None)
+        for _ in range(f.int("count", 1)):
+            build.cable(a, b, gbps)
+
+
+def import_lldp(
+    paths: list[Path],
+    *,
+    name: str | None = None,
+    spec: str | None = None,
+    spines: int = 0,
+    uplinks: Path | None = None,
+    uplink_gbps: float = 400.0,
+    nic_gbps: float = 400.0,
+    largest_component: bool = False,
+) -> tuple[str, list[str]]:
+    """Build a RoCE topology YAML from per-host LLDP files; returns (YAML text, warnings).
+
+    Raises
+    ------
+    ConfigError
+        Unreadable files, no neighbours, or a fabric that is not connected (add spines).
+    ParseError
+        A file is not LLDP output.
+    """
+    files = _files([Path(p) for p in paths])
+    build = FabricBuild(name=name or "lldp-import", fabric="roce")
+    hosts: dict[str, LldpHost] = {}
+    for f in files:
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise ConfigError(f"cannot read file: {exc.strerror}", source=str(f)) from exc
+        parsed = parse_lldp(text)
+        hosts[_safe(parsed.local or f.stem)] = parsed
+    for host, parsed in hosts.items():
+        seen: set[str] = set()
+        for nb in parsed.neighbors:
+            peer = _safe(nb.sysname)
+            if peer in hosts or nb.port_id_type == "mac":
+                build.warn(f"{host}/{nb.interface}: peer {peer} looks like a host; skipped")
+                continue
+            if nb.interface in seen:
+                build.warn(f"{host}/{nb.interface}: more than one neighbour; kept the first")
+                continue
+            seen.add(nb.interface)
+            build.switches.setdefault(peer, None)
+            build.cable(build.nic(host, _safe(nb.interface)), peer, nic_gbps)
+    if not build.cables:
+        raise ConfigError("no switch neighbours in the LLDP files", source=str(files[0]))
+    leaves = sorted(build.switches)
+    build.warn(
+        "switch-to-switch links are not visible from hosts"
+        + (f"; assumed {spines} spine(s) cabled to each of the {len(leaves)} leaves" if spines
+           else "; used the uplinks file" if uplinks
+           else "; add --spines N or --uplinks FILE if the leaves are not one switch")
+    )
+    for i in range(spines):
+        spine = f"spine-{i}"
+        build.switches[spine] = "spine"
+        for leaf in leaves:
+            build.cable(leaf, spine, uplink_gbps)
+    if uplinks is not None:
+        _read_uplinks(uplinks, build)
+    header = [f"imported from LLDP neighbours of {len(hosts)} host(s) by fabriccheck"]
+    return build.to_yaml(
+        source=str(files[0]) if len(files) == 1 else str(Path(files[0]).parent),
+        spec=spec, header=header, largest_component=largest_component,
+    )
