@@ -71,6 +71,9 @@ class Topology:
     switches: dict[str, Switch]
     links: dict[LinkKey, Link]
     _dist_cache: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    #: (switch, destination switch) -> next hops on a shortest path (planning asks millions)
+    _hop_cache: dict[tuple[str, str], list[str]] = field(default_factory=dict, repr=False)
+    _set_dist_cache: dict[tuple[str, ...], dict[str, int]] = field(default_factory=dict, repr=False)
     #: the default test spec for this cluster (``spec:`` in the file), None: choose by fabric
     spec: str | None = None
     gpus_per_node: int = 8
@@ -160,11 +163,45 @@ class Topology:
         return dist
 
     def _next_hops(self, cur: str, dst_switch: str) -> list[str]:
-        dist = self._dist_to(dst_switch)
-        here = dist.get(cur)
+        hit = self._hop_cache.get((cur, dst_switch))
+        if hit is not None:
+            return hit
+        # distances to dst_switch are 1 + distances to its neighbour set (switches with the same
+        # neighbours, e.g. every leaf of a rail-optimized fabric, share one BFS)
+        adj = self._switch_adj
+        base = self._set_dist(tuple(adj[dst_switch]))
+
+        def dist(x: str) -> int | None:
+            if x == dst_switch:
+                return 0
+            d = base.get(x)
+            return None if d is None else d + 1
+
+        here = dist(cur)
         if here is None:
             return []
-        return [n for n in self._switch_adj[cur] if dist.get(n) == here - 1]
+        if here == 1:  # adjacent: the destination is the only switch one hop closer
+            hops = [dst_switch]
+        else:
+            hops = [n for n in adj[cur] if dist(n) == here - 1]
+        self._hop_cache[(cur, dst_switch)] = hops
+        return hops
+
+    def _set_dist(self, sources: tuple[str, ...]) -> dict[str, int]:
+        """Hop distance from every switch to the nearest of ``sources`` (multi-source BFS)."""
+        dist = self._set_dist_cache.get(sources)
+        if dist is None:
+            dist = dict.fromkeys(sources, 0)
+            queue = deque(sources)
+            adj = self._switch_adj
+            while queue:
+                cur = queue.popleft()
+                for nxt in adj[cur]:
+                    if nxt not in dist:
+                        dist[nxt] = dist[cur] + 1
+                        queue.append(nxt)
+            self._set_dist_cache[sources] = dist
+        return dist
 
     def _switch_walks(self, src_sw: str, dst_sw: str) -> Iterable[tuple[str, ...]]:
         if src_sw == dst_sw:
