@@ -1,0 +1,223 @@
+"""What the operator should do next: the headline and the concrete steps and commands (pure).
+
+The report's first screen is built from :func:`headline` and :func:`next_steps`: one line saying
+what is broken, then one step per problem (drain, check a NIC, replace a cable, bring a node
+back) with shell commands that can be pasted as they are. Commands are suggestions for the common
+schedulers and tools (Slurm ``scontrol``, Kubernetes ``kubectl``, ``mlxlink``/``ibstat``,
+``ethtool``); fabriccheck's ``actions`` layer is what drains automatically.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from fabriccheck.models import BAD, SUSPECT, RunResult, nic_node
+from fabriccheck.report.view import HUNG, UNREACHABLE, RunView, compact, natural_key
+
+#: at most this many per-node commands before they are merged into one hostlist command
+PER_NODE_LIMIT = 12
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing to do; ``level``: ``bad`` / ``hung`` / ``unreachable`` / ``suspect`` / ``info``."""
+
+    level: str
+    title: str
+    detail: str = ""
+    commands: tuple[str, ...] = ()
+    targets: tuple[str, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class Headline:
+    level: str  # ok | bad | unreachable | suspect
+    text: str
+    verdict: str  # the one-word answer: GO / DRAIN / FIX / CANNOT TEST / WATCH
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def headline(result: RunResult, view: RunView) -> Headline:
+    """The one line at the top of the page: what is broken, or that nothing is."""
+    parts = []
+    if result.drain:
+        parts.append(f"{_plural(len(result.drain), 'node')} to drain")
+    if result.bad_links:
+        parts.append(f"{_plural(len(result.bad_links), 'link')} to repair")
+    if result.link_suspects:
+        parts.append(f"{_plural(len(result.link_suspects), 'suspect link set')}")
+    if result.unreachable:
+        parts.append(f"{_plural(len(result.unreachable), 'node')} unreachable")
+    suspects = view.nodes_in(SUSPECT)
+    if suspects and not parts:
+        parts.append(f"{_plural(len(suspects), 'suspect node')} (not confirmed)")
+    gate = result.mode == "gate"
+    if result.drain or result.bad_links:
+        verdict = "DO NOT START" if gate else ("DRAIN" if result.drain else "REPAIR")
+        return Headline(BAD, ", ".join(parts), verdict)
+    if result.unreachable:
+        return Headline(UNREACHABLE, ", ".join(parts), "CANNOT TEST")
+    if parts:
+        return Headline(SUSPECT, ", ".join(parts), "WATCH")
+    n = len(view.run_nodes)
+    return Headline("ok", f"all {_plural(n, 'node')} healthy", "GO" if gate else "HEALTHY")
+
+
+def _reason_of(view: RunView, node: str) -> str:
+    return view.node_reason.get(node, "")
+
+
+def drain_commands(nodes: list[str], reason: str) -> tuple[str, ...]:
+    """Slurm and Kubernetes commands that take ``nodes`` out of service.
+
+    >>> drain_commands(["node-002", "node-001"], "bad NIC")[0]
+    "scontrol update NodeName='node-[001-002]' State=DRAIN Reason='fabriccheck: bad NIC'"
+    """
+    hosts = compact(nodes)
+    names = " ".join(sorted(nodes, key=natural_key))
+    return (
+        f"scontrol update NodeName={shlex.quote(hosts)} State=DRAIN "
+        f"Reason={shlex.quote('fabriccheck: ' + reason)}",
+        f"kubectl cordon {names}",
+    )
+
+
+def _nic_checks(nic: str, fabric: str) -> tuple[str, ...]:
+    node, _, dev = nic.partition("/")
+    q = shlex.quote
+    if dev.startswith("mlx"):
+        cmds = [
+            f"ssh {q(node)} ibstat {q(dev)}",
+            f"ssh {q(node)} mlxlink -d {q(dev)} -m -c -e",
+        ]
+        if fabric == "roce":
+            cmds.append(f"ssh {q(node)} rdma link show {q(dev + '/1')}")
+        return tuple(cmds)
+    return (
+        f"ssh {q(node)} ip -s link show {q(dev)}",
+        f"ssh {q(node)} ethtool -S {q(dev)}",
+    )
+
+
+def _link_checks(a: str, b: str, fabric: str) -> tuple[str, ...]:
+    if fabric == "infiniband":
+        return (
+            f"iblinkinfo | grep -F -e {shlex.quote(a)} -e {shlex.quote(b)}",
+            "ibdiagnet --pc   # port error counters on every link",
+        )
+    return (f"# switch CLI: show interface counters / optics on the {a} <-> {b} ports",)
+
+
+def next_steps(result: RunResult, view: RunView, fabric: str = "") -> list[Step]:
+    """The steps for the first screen, most urgent first."""
+    steps: list[Step] = []
+    bad_nic_nodes = {nic_node(n) for n in result.bad_nics}
+    hung = set(result.hung) | set(view.nodes_in(HUNG))
+    if result.drain:
+        by_reason = sorted(result.drain, key=natural_key)
+        detail = "; ".join(
+            f"{n}: {_reason_of(view, n) or 'bad'}" for n in by_reason[:PER_NODE_LIMIT]
+        )
+        if len(by_reason) > PER_NODE_LIMIT:
+            detail += f"; … and {len(by_reason) - PER_NODE_LIMIT:,} more (table below)"
+        steps.append(
+            Step(
+                BAD,
+                f"Drain {_plural(len(by_reason), 'node')}: {compact(by_reason, 120)}",
+                detail,
+                drain_commands(by_reason, "fabric health check failed"),
+                tuple(by_reason),
+            )
+        )
+    for nic in sorted(result.bad_nics, key=natural_key)[:PER_NODE_LIMIT]:
+        steps.append(
+            Step(
+                BAD,
+                f"Check NIC {nic} (cable, transceiver, firmware), then re-test its node",
+                _reason_of(view, nic_node(nic)),
+                _nic_checks(nic, fabric),
+                (nic,),
+            )
+        )
+    node_only = [
+        n for n in sorted(result.bad_nodes, key=natural_key)
+        if n not in bad_nic_nodes and n not in hung
+    ]  # fmt: skip
+    for n in node_only[:PER_NODE_LIMIT]:
+        q = shlex.quote(n)
+        steps.append(
+            Step(
+                BAD,
+                f"Check node {n}: every rail slow → intra-node path (PCIe, NVLink, GPU)",
+                _reason_of(view, n),
+                (f"ssh {q} nvidia-smi topo -m", f"ssh {q} 'dmesg -T | grep -iE \"xid|mlx5|pcie\"'"),
+                (n,),
+            )
+        )
+    for n in sorted(hung, key=natural_key)[:PER_NODE_LIMIT]:
+        q = shlex.quote(n)
+        steps.append(
+            Step(
+                HUNG,
+                f"Node {n}: its tests hung and were killed — look for stuck processes",
+                _reason_of(view, n),
+                (
+                    f"ssh {q} 'pgrep -af \"_perf|ib_write_bw|iperf3\"'",
+                    f"ssh {q} 'dmesg -T | tail -50'",
+                ),
+                (n,),
+            )
+        )
+    for a, b in sorted(result.bad_links):
+        steps.append(
+            Step(
+                BAD,
+                f"Repair link {a} ↔ {b}: reseat or replace the cable/optics",
+                "localized from the routes of failing and passing tests; no node is drained for it",
+                _link_checks(a, b, fabric),
+                (f"{a} -- {b}",),
+            )
+        )
+    for sus in result.link_suspects:
+        cands = [tuple(c) for c in sus.get("candidates", ())]
+        names = ", ".join(f"{a} ↔ {b}" for a, b in cands[:8])
+        more = f" … and {len(cands) - 8} more" if len(cands) > 8 else ""
+        steps.append(
+            Step(
+                SUSPECT,
+                f"One of {_plural(len(cands), 'link')} is bad: {names}{more}",
+                "ECMP hides which path a flow took: this is the smallest set that explains the "
+                "failures. Check the error counters of these ports.",
+                (),
+                tuple(f"{a} -- {b}" for a, b in cands),
+            )
+        )
+    if result.unreachable:
+        nodes = sorted(result.unreachable, key=natural_key)
+        steps.append(
+            Step(
+                UNREACHABLE,
+                f"Bring back {_plural(len(nodes), 'node')}: {compact(nodes, 120)} — not tested",
+                "could not be reached (ssh / Ray agent): check power, BMC, network; then re-test",
+                tuple(f"ping -c 2 {shlex.quote(n)}" for n in nodes[:3]),
+                tuple(nodes),
+            )
+        )
+    suspects = [n for n in view.nodes_in(SUSPECT) if n not in result.drain]
+    if suspects:
+        steps.append(
+            Step(
+                SUSPECT,
+                f"Watch {_plural(len(suspects), 'suspect node')}: {compact(suspects, 120)}",
+                "failed once but not confirmed by an independent test: not drained",
+                (),
+                tuple(suspects),
+            )
+        )
+    for w in result.fabric_warnings:
+        steps.append(Step("info", w))
+    return steps

@@ -1,0 +1,270 @@
+"""The HTML report: one self-contained page (inline CSS, SVG and JS; no network at view time).
+
+The page is a jinja2 template rendered with autoescape on; figures come from
+:mod:`fabriccheck.report.svg`, which escapes on its own. A Content-Security-Policy allows only the
+page's own script (by hash), so even a missed escape could not run injected code.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from fabriccheck.models import HEALTHY, PASS, Observation, RunResult, Verdict, nic_node
+from fabriccheck.report.advice import headline, next_steps
+from fabriccheck.report.charts import render_nic_bars, render_sparkline, render_timeline
+from fabriccheck.report.heatmaps import render_pair_matrix, render_rail_heatmap
+from fabriccheck.report.topology_svg import DETAIL_MAX_NODES, render_topology
+from fabriccheck.report.view import (
+    HUNG,
+    NODE_STATES,
+    RunView,
+    build_view,
+    compact,
+    natural_key,
+    obs_ratio,
+)
+from fabriccheck.topology.model import Topology
+
+#: the page lists every test when there are at most this many (all are in observations.csv)
+ALL_TESTS_MAX = 400
+#: healthy verdicts are listed when there are at most this many
+HEALTHY_VERDICTS_MAX = 300
+#: per-node cards with NIC bars, most severe first
+BLAMED_MAX = 24
+OUTPUT_CHARS = 3000
+_RANK = {s: i for i, s in enumerate(NODE_STATES)}
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("fabriccheck.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+    )
+
+
+@lru_cache(maxsize=2)
+def _asset(name: str) -> str:
+    return resources.files("fabriccheck.report").joinpath("templates", name).read_text("utf-8")
+
+
+def script_hash(js: str) -> str:
+    """The CSP source (``sha256-...``) that allows exactly the inline script ``js``."""
+    digest = hashlib.sha256(js.encode("utf-8")).digest()
+    return "sha256-" + base64.b64encode(digest).decode("ascii")
+
+
+@dataclass(frozen=True)
+class Stat:
+    label: str
+    value: float
+    text: str
+    cls: str = ""
+
+
+def _num(x: float | None, digits: int = 1) -> str:
+    return "" if x is None else f"{x:,.{digits}f}"
+
+
+def _test_row(obs: Observation, listed: bool) -> dict[str, Any]:
+    r = obs_ratio(obs)
+    raw = obs.raw
+    output = ""
+    if raw is not None and not obs.passed:
+        parts = []
+        if raw.error:
+            parts.append(f"[executor] {raw.error}")
+        if raw.stderr:
+            parts.append("[stderr]\n" + raw.stderr[-OUTPUT_CHARS:])
+        if raw.stdout:
+            parts.append("[stdout]\n" + raw.stdout[-OUTPUT_CHARS:])
+        output = "\n".join(parts)
+    t = obs.test
+    return {
+        "test_id": t.test_id,
+        "round": t.round,
+        "purpose": t.purpose,
+        "probe": t.probe,
+        "nodes": compact(t.nodes, 80) if len(t.nodes) > 3 else " ".join(t.nodes),
+        "nics": " ".join(sorted({n.split("/", 1)[1] for n in t.nics}, key=natural_key)),
+        "status": obs.status,
+        "value": f"{_num(obs.value)} {obs.unit}".strip() if obs.value is not None else "—",
+        "value_sort": obs.value if obs.value is not None else -1,
+        "floor": _num(obs.floor),
+        "ratio": _num(r, 2),
+        "ratio_sort": r if r is not None else -1,
+        "duration": _num(raw.duration_s if raw else None),
+        "reason": obs.reason or (raw.error if raw and raw.error else ""),
+        "commands": raw.commands if raw else (),
+        "output": output,
+        "failing": listed,
+    }
+
+
+def _verdict_rows(result: RunResult, view: RunView) -> tuple[list[dict[str, Any]], int]:
+    history = result.extra.get("history") or {}
+    rows: list[Verdict] = []
+    seen: set[tuple[str, str]] = set()
+    healthy = [v for v in result.verdicts if v.state == HEALTHY]
+    for v in result.verdicts:
+        if v.state != HEALTHY or len(healthy) <= HEALTHY_VERDICTS_MAX:
+            rows.append(v)
+            seen.add((v.kind, v.name))
+    # components the lists blame without a verdict of their own
+    for n in view.run_nodes:
+        st = view.node_state[n]
+        if st not in (HEALTHY, "untested") and ("node", n) not in seen:
+            if not any(nic_node(k) == n for k, s in view.nic_state.items() if s != HEALTHY):
+                rows.append(Verdict("node", n, st, view.node_reason.get(n, "")))
+    for nic, st in view.nic_state.items():
+        if st != HEALTHY and ("nic", nic) not in seen:
+            rows.append(Verdict("nic", nic, st, view.node_reason.get(nic_node(nic), "")))
+    for key, st in view.link_state.items():
+        name = f"{key[0]} -- {key[1]}"
+        if st != HEALTHY and ("link", name) not in seen and not any(
+            v.link == key for v in rows if v.kind == "link"
+        ):
+            rows.append(Verdict("link", name, st, "", link=key))
+    out = []
+    for v in rows:
+        state = HUNG if v.kind == "node" and view.node_state.get(v.name) == HUNG else v.state
+        pts = history.get(v.name) if v.kind == "node" and isinstance(history, dict) else None
+        out.append({
+            "kind": v.kind, "name": v.name, "state": state, "reason": v.reason,
+            "evidence": list(v.evidence), "rank": -_RANK.get(state, 0),
+            "spark": render_sparkline(pts) if pts else None,
+        })  # fmt: skip
+    out.sort(key=lambda d: (d["rank"], d["kind"], natural_key(d["name"])))
+    return out, len(healthy) if len(healthy) > HEALTHY_VERDICTS_MAX else 0
+
+
+def _blamed(result: RunResult, view: RunView, topology: Topology | None) -> list[str]:
+    nodes = {n for n in view.run_nodes if view.node_state[n] not in (HEALTHY, "untested")}
+    return sorted(nodes, key=lambda n: (-_RANK.get(view.node_state[n], 0), natural_key(n)))
+
+
+def _stats(result: RunResult, view: RunView) -> list[Stat]:
+    total = len(view.run_nodes)
+    tested = len(view.tested & set(view.run_nodes))
+    st = [
+        Stat("nodes tested", tested, f"{tested:,}/{total:,}"),
+        Stat("healthy", view.count(HEALTHY), f"{view.count(HEALTHY):,}", "healthy"),
+        Stat("bad", view.count("bad"), f"{view.count('bad'):,}", "bad"),
+        Stat("hung", view.count(HUNG), f"{view.count(HUNG):,}", "hung"),
+        Stat("unreachable", view.count("unreachable"), f"{view.count('unreachable'):,}",
+             "unreachable"),  # fmt: skip
+        Stat("suspect", view.count("suspect"), f"{view.count('suspect'):,}", "suspect"),
+        Stat("bad links", len(result.bad_links), f"{len(result.bad_links):,}", "bad"),
+        Stat("rounds", result.rounds, f"{result.rounds}"),
+        Stat("tests", result.tests, f"{result.tests:,}"),
+        Stat("test time", result.test_seconds, f"{result.test_seconds:,.1f} s"),
+    ]
+    if result.wall_seconds:
+        st.append(Stat("wall time", result.wall_seconds, f"{result.wall_seconds:,.1f} s"))
+    return st
+
+
+def render_html(result: RunResult, topology: Topology | None = None) -> str:
+    """The report page for a run.
+
+    Parameters
+    ----------
+    result
+        The run (observations with raw results make the tables and figures richer).
+    topology
+        The fabric, for the topology picture and NIC rails; None draws nodes only.
+
+    Returns
+    -------
+    str
+        A complete, self-contained HTML document.
+    """
+    view = build_view(result, topology)
+    fabric = topology.fabric if topology is not None else str(result.extra.get("fabric", ""))
+    head = headline(result, view)
+    steps = next_steps(result, view, fabric)
+    pair_svg, pair_caption = render_pair_matrix(result, view)
+    rail = render_rail_heatmap(result, view, topology)
+    history = result.extra.get("history") or {}
+    blamed_nodes = _blamed(result, view, topology)
+    blamed = []
+    for n in blamed_nodes[:BLAMED_MAX]:
+        pts = history.get(n) if isinstance(history, dict) else None
+        blamed.append({
+            "node": n, "state": view.node_state[n], "reason": view.node_reason.get(n, ""),
+            "bars": render_nic_bars(result, n, topology),
+            "spark": render_sparkline(pts) if pts else None,
+        })  # fmt: skip
+    verdicts, healthy_hidden = _verdict_rows(result, view)
+    evidence = {t for v in verdicts if v["state"] != HEALTHY for t in v["evidence"]}
+    listed = [o for o in result.observations if o.status != PASS or o.test.test_id in evidence]
+    listed.sort(key=lambda o: (o.test.round, natural_key(o.test.test_id)))
+    listed_ids = {o.test.test_id for o in listed}
+    all_tests = []
+    if len(result.observations) <= ALL_TESTS_MAX:
+        all_tests = [_test_row(o, o.test.test_id in listed_ids) for o in result.observations]
+    if topology is None:
+        topo_caption = "No topology given: nodes only, coloured by state."
+    elif len(view.nodes) <= DETAIL_MAX_NODES:
+        topo_caption = (
+            "Every switch, node and NIC port (small squares, one per rail). Bad links are thick "
+            "red, suspect links dashed amber. Hover for names and reasons."
+        )
+    else:
+        topo_caption = (f"{len(view.nodes):,} nodes aggregated into {len(view.groups):,} leaf "
+                        "groups: one cell per node (dark strip: the group's leaf switches), one "
+                        "cell per spine/core switch; only bad (red) and suspect (amber) links "
+                        "are drawn. Hover any cell for its name and state.")  # fmt: skip
+    from fabriccheck import __version__
+
+    js = _asset("report.js")
+    summary = {
+        "verdict": head.verdict, "mode": result.mode, "drain": list(result.drain),
+        "bad_nodes": list(result.bad_nodes), "bad_nics": list(result.bad_nics),
+        "bad_links": [list(lk) for lk in result.bad_links],
+        "unreachable": list(result.unreachable),
+    }  # fmt: skip
+    started = result.extra.get("started_at") or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return _env().get_template("index.html.j2").render(
+        result=result,
+        topo_name=topology.name if topology is not None else result.extra.get("topology", ""),
+        fabric=fabric,
+        run_id=result.extra.get("run_id", ""),
+        started=started,
+        headline=head,
+        stats=_stats(result, view),
+        steps=steps,
+        topology_svg=render_topology(view, topology),
+        topo_caption=topo_caption,
+        pair_svg=pair_svg,
+        pair_caption=pair_caption,
+        rail_svg=rail[0] if rail else None,
+        rail_caption=rail[1] if rail else "",
+        blamed=blamed,
+        blamed_more=max(0, len(blamed_nodes) - BLAMED_MAX),
+        timeline_svg=render_timeline(result),
+        verdicts=verdicts,
+        healthy_note=(
+            f"{healthy_hidden:,} healthy verdicts not listed (see results.json)."
+            if healthy_hidden else "Healthy components without a verdict row passed every test."
+        ),
+        failing=[_test_row(o, True) for o in listed],
+        all_tests=all_tests,
+        tests_note=f"{len(result.observations):,} tests: every one is in observations.csv.",
+        summary=summary,
+        version=__version__,
+        css=Markup(_asset("style.css")),
+        js=Markup(js),
+        script_hash=script_hash(js),
+    )

@@ -1,0 +1,319 @@
+"""The topology picture: tiers of switches over nodes, bad and suspect parts highlighted.
+
+Up to :data:`DETAIL_MAX_NODES` nodes every node, NIC port, switch and link is drawn. Above that
+the picture aggregates: switches become small cells per tier and nodes become cells inside one
+box per leaf group; only bad and suspect links are drawn as lines, so 4,096 nodes stay readable.
+"""
+
+from __future__ import annotations
+
+from markupsafe import Markup
+
+from fabriccheck.models import BAD, HEALTHY, SUSPECT, LinkKey, link_key
+from fabriccheck.report.svg import STATE_COLOURS, Svg
+from fabriccheck.report.view import RunView, natural_key
+from fabriccheck.topology.model import Topology
+
+DETAIL_MAX_NODES = 32
+WIDTH = 1360
+_LINK_STYLE = {
+    BAD: {"stroke": STATE_COLOURS[BAD], "stroke_width": 3.5},
+    SUSPECT: {"stroke": STATE_COLOURS[SUSPECT], "stroke_width": 2.5, "stroke_dasharray": "6 3"},
+}
+_NIC_FILL = {BAD: STATE_COLOURS[BAD], SUSPECT: STATE_COLOURS[SUSPECT]}
+_FONT = "font-family:system-ui,sans-serif"
+
+
+def _fit_font(label: str, width: float, size: float = 11.0) -> float:
+    return round(max(5.0, min(size, width / max(len(label), 1) * 1.75)), 1)
+
+
+def switch_states(topology: Topology, view: RunView) -> dict[str, str]:
+    """A switch is bad/suspect when a bad/suspect link touches it."""
+    out: dict[str, str] = {}
+    for (a, b), st in view.link_state.items():
+        if st not in (BAD, SUSPECT):
+            continue
+        for end in (a, b):
+            if end in topology.switches and out.get(end) != BAD:
+                out[end] = st
+    return out
+
+
+def render_topology(view: RunView, topology: Topology | None) -> Markup:
+    """The topology SVG for a run; node tiles only when there is no topology."""
+    if topology is None or not topology.switches:
+        return _node_tiles(view)
+    if len(view.nodes) <= DETAIL_MAX_NODES:
+        return _detailed(view, topology)
+    return _aggregated(view, topology)
+
+
+def _legend(svg: Svg, y: float, items: list[tuple[str, str]]) -> None:
+    x = 12.0
+    for label, colour in items:
+        svg.add("rect", x=x, y=y, width=12, height=12, rx=2, fill=colour)
+        svg.add("text", label, x=x + 17, y=y + 10, font_size=11, style=_FONT, fill="#333")
+        x += 28 + 7 * len(label)
+
+
+def _state_legend(svg: Svg, y: float) -> None:
+    _legend(svg, y, [(s, STATE_COLOURS[s]) for s in STATE_COLOURS])
+
+
+def _node_title(view: RunView, node: str) -> str:
+    st = view.node_state.get(node, "")
+    why = view.node_reason.get(node, "")
+    return f"{node}: {st}" + (f" — {why}" if why else "")
+
+
+# ---- detailed ---------------------------------------------------------------------------------
+def _detailed(view: RunView, topo: Topology) -> Markup:
+    nodes = [n for g in view.groups for n in g.nodes]
+    rails = max(topo.rails, 1)
+    node_w = max(64.0, rails * 11 + 10)
+    gap = 14.0
+    width = max(900.0, len(nodes) * (node_w + gap) + 40)
+    tiers = [t for t in ("core", "spine") if any(s.tier == t for s in topo.switches.values())]
+    row_h = 70.0
+    y_tier = {t: 30 + i * row_h for i, t in enumerate(tiers)}
+    leaf_y = 30 + len(tiers) * row_h + 10
+    node_y = leaf_y + 100
+    height = node_y + 90
+    svg = Svg(width, height, "fabric topology")
+
+    node_x = {n: 20 + i * (node_w + gap) for i, n in enumerate(nodes)}
+    pos: dict[str, tuple[float, float, float]] = {}  # switch -> (centre x, top y, width)
+
+    # leaves above their node groups
+    placed: set[str] = set()
+    for g in view.groups:
+        members = [n for n in g.nodes if n in node_x]
+        leaves = [lf for lf in sorted(g.leaves, key=natural_key) if lf not in placed]
+        if not members or not leaves:
+            continue
+        x0 = node_x[members[0]]
+        span = node_x[members[-1]] + node_w - x0
+        slot = span / len(leaves)
+        for i, lf in enumerate(leaves):
+            pos[lf] = (x0 + slot * (i + 0.5), leaf_y, min(84.0, slot - 4))
+            placed.add(lf)
+    others = sorted((s for s in topo.switches if s not in pos), key=natural_key)
+    by_tier: dict[str, list[str]] = {}
+    for s in others:
+        by_tier.setdefault(topo.switches[s].tier, []).append(s)
+    for tier, names in by_tier.items():
+        y = y_tier.get(tier, leaf_y)
+        slot = (width - 40) / len(names)
+        for i, s in enumerate(names):
+            pos[s] = (20 + slot * (i + 0.5), y, min(84.0, slot - 4))
+
+    sw_state = switch_states(topo, view)
+    top_layer: list[tuple[LinkKey, float, float, float, float, str]] = []
+    for key in sorted(topo.links):
+        a, b = key
+        st = view.link_state.get(key, HEALTHY)
+        ends = []
+        for e in (a, b):
+            if e in pos:
+                cx, top, _ = pos[e]
+                ends.append((cx, top, "sw"))
+            elif e in topo.nics and topo.nics[e].node in node_x:
+                nic = topo.nics[e]
+                ends.append((node_x[nic.node] + 8 + nic.rail * 11 + 4, node_y, "nic"))
+                if view.nic_state.get(e) == BAD and st == HEALTHY:
+                    st = SUSPECT
+        if len(ends) != 2:
+            continue
+        (x1, t1, k1), (x2, t2, k2) = sorted(ends, key=lambda p: p[1])
+        y1 = t1 + 22 if k1 == "sw" else t1
+        if st in _LINK_STYLE:
+            top_layer.append((key, x1, y1, x2, t2, st))
+        else:
+            svg.add("line", x1=x1, y1=y1, x2=x2, y2=t2, stroke="#b8c0cc", stroke_width=0.8)
+    for key, x1, y1, x2, y2, st in top_layer:
+        svg.add(
+            "line", title=f"link {key[0]} ↔ {key[1]}: {st}",
+            x1=x1, y1=y1, x2=x2, y2=y2, **_LINK_STYLE[st], data_link=f"{key[0]} -- {key[1]}",
+        )  # fmt: skip
+
+    for s, (cx, top, w) in pos.items():
+        st = sw_state.get(s, HEALTHY)
+        colour = STATE_COLOURS[st] if st in (BAD, SUSPECT) else "#4a5568"
+        note = f"on a {st} link" if st != HEALTHY else "ok"
+        svg.add(
+            "rect", title=f"{topo.switches[s].tier} {s}: {note}",
+            x=cx - w / 2, y=top, width=w, height=22, rx=4, fill="#fff", stroke=colour,
+            stroke_width=2 if st != HEALTHY else 1.2, data_switch=s,
+        )  # fmt: skip
+        svg.add(
+            "text", s, x=cx, y=top + 15, text_anchor="middle",
+            font_size=_fit_font(s, w - 4), style=_FONT, fill="#1a202c",
+        )  # fmt: skip
+    for tier, y in y_tier.items():
+        svg.add("text", tier, x=4, y=y - 6, font_size=10, style=_FONT, fill="#718096")
+    svg.add("text", "leaf", x=4, y=leaf_y - 6, font_size=10, style=_FONT, fill="#718096")
+
+    for n in nodes:
+        x = node_x[n]
+        st = view.node_state[n]
+        colour = STATE_COLOURS.get(st, "#999")
+        svg.open_group(title=_node_title(view, n), data_node=n, class_=f"node st-{st}")
+        svg.add(
+            "rect", x=x, y=node_y, width=node_w, height=56, rx=5, fill=colour,
+            fill_opacity=0.14 if st == HEALTHY else 0.28, stroke=colour,
+            stroke_width=1.2 if st == HEALTHY else 2.5,
+        )  # fmt: skip
+        for nic in topo.nodes[n].nics if n in topo.nodes else ():
+            nst = view.nic_state.get(nic.endpoint, HEALTHY)
+            svg.add(
+                "rect", title=f"{nic.endpoint} (rail {nic.rail}): {nst}",
+                x=x + 8 + nic.rail * 11, y=node_y - 4, width=8, height=8, rx=1,
+                fill=_NIC_FILL.get(nst, "#5a6577"), data_nic=nic.endpoint,
+            )  # fmt: skip
+        svg.add(
+            "text", n, x=x + node_w / 2, y=node_y + 26, text_anchor="middle",
+            font_size=_fit_font(n, node_w - 6, 12), style=_FONT, font_weight="600", fill="#1a202c",
+        )  # fmt: skip
+        svg.add(
+            "text", st, x=x + node_w / 2, y=node_y + 42, text_anchor="middle",
+            font_size=10, style=_FONT, fill=colour,
+        )  # fmt: skip
+        svg.close_group()
+    _state_legend(svg, height - 22)
+    return svg.markup()
+
+
+# ---- aggregated -------------------------------------------------------------------------------
+def _aggregated(view: RunView, topo: Topology) -> Markup:
+    cell, pitch = 9.0, 11.0
+    sw_state = switch_states(topo, view)
+    tiers = [t for t in ("core", "spine") if any(s.tier == t for s in topo.switches.values())]
+    per_row = int((WIDTH - 90) // pitch)
+    centres: dict[str, tuple[float, float]] = {}
+    y = 16.0
+    rows: list[tuple[str, float]] = []
+    for tier in tiers:
+        names = sorted((s for s, sw in topo.switches.items() if sw.tier == tier), key=natural_key)
+        rows.append((f"{tier} ×{len(names)}", y))
+        for i, s in enumerate(names):
+            r, c = divmod(i, per_row)
+            centres[s] = (80 + c * pitch + cell / 2, y + r * pitch + cell / 2)
+        y += (-(-len(names) // per_row)) * pitch + 22
+
+    # leaf-group boxes in a flowing layout
+    boxes = []
+    x, row_top, row_h = 10.0, y + 8, 0.0
+    for gi, g in enumerate(view.groups):
+        cols = max(4, min(8, max(len(g.nodes), len(g.leaves))))
+        leaf_rows = -(-len(g.leaves) // cols) if g.leaves else 0
+        node_rows = -(-len(g.nodes) // cols)
+        w = cols * pitch + 12
+        h = 20 + (leaf_rows * pitch + 4 if leaf_rows else 0) + node_rows * pitch + 6
+        if x + w > WIDTH - 10:
+            x, row_top, row_h = 10.0, row_top + row_h + 8, 0.0
+        boxes.append((gi, g, x, row_top, w, h, cols))
+        x += w + 8
+        row_h = max(row_h, h)
+    height = row_top + row_h + 40
+    svg = Svg(WIDTH, height, "fabric topology (aggregated by leaf group)")
+    for label, ty in rows:
+        svg.add("text", label, x=8, y=ty + 8, font_size=10, style=_FONT, fill="#4a5568")
+    svg.add("text", "leaf groups", x=8, y=y, font_size=10, style=_FONT, fill="#4a5568")
+
+    node_pos: dict[str, tuple[float, float]] = {}
+    for gi, g, bx, by, w, h, cols in boxes:
+        bad = sum(1 for n in g.nodes if view.node_state[n] not in (HEALTHY, "untested"))
+        svg.open_group(title=f"{g.label}: {len(g.nodes)} nodes, {bad} not healthy", data_group=gi)
+        svg.add(
+            "rect", x=bx, y=by, width=w, height=h, rx=4, fill="#fff",
+            stroke="#d7263d" if bad else "#cbd2dc", stroke_width=1.6 if bad else 1,
+        )  # fmt: skip
+        svg.add(
+            "text", g.label, x=bx + 5, y=by + 12, font_size=_fit_font(g.label, w - 8, 9),
+            style=_FONT, fill="#2d3748",
+        )  # fmt: skip
+        cy = by + 18
+        for i, lf in enumerate(sorted(g.leaves, key=natural_key)):
+            r, c = divmod(i, cols)
+            lx, ly = bx + 6 + c * pitch, cy + r * pitch
+            st = sw_state.get(lf, HEALTHY)
+            svg.add(
+                "rect", title=f"leaf {lf}: {st}", x=lx, y=ly, width=cell, height=cell / 2 + 1,
+                fill=STATE_COLOURS[st] if st != HEALTHY else "#4a5568", data_switch=lf,
+            )  # fmt: skip
+            centres[lf] = (lx + cell / 2, ly + 2)
+        if g.leaves:
+            cy += (-(-len(g.leaves) // cols)) * pitch + 4
+        for i, n in enumerate(g.nodes):
+            r, c = divmod(i, cols)
+            nx_, ny = bx + 6 + c * pitch, cy + r * pitch
+            st = view.node_state[n]
+            svg.add(
+                "rect", title=_node_title(view, n), x=nx_, y=ny, width=cell, height=cell,
+                rx=1.5, fill=STATE_COLOURS.get(st, "#999"), data_node=n,
+                stroke="#000" if st not in (HEALTHY, "untested") else None, stroke_width=0.8,
+            )  # fmt: skip
+            node_pos[n] = (nx_ + cell / 2, ny + cell / 2)
+        svg.close_group()
+
+    for s, (cx, cy) in centres.items():
+        if topo.switches[s].tier == "leaf":
+            continue
+        st = sw_state.get(s, HEALTHY)
+        svg.add(
+            "rect", title=f"{topo.switches[s].tier} {s}: {st}", x=cx - cell / 2, y=cy - cell / 2,
+            width=cell, height=cell, rx=1.5, fill=STATE_COLOURS[st] if st != HEALTHY else "#4a5568",
+            data_switch=s,
+        )  # fmt: skip
+    for key, st in sorted(view.link_state.items()):
+        if st not in _LINK_STYLE:
+            continue
+        ends = [centres.get(e) or _nic_centre(e, topo, node_pos) for e in key]
+        if None in ends:
+            continue
+        (x1, y1), (x2, y2) = ends  # type: ignore[misc]
+        svg.add(
+            "line", title=f"link {key[0]} ↔ {key[1]}: {st}", x1=x1, y1=y1, x2=x2, y2=y2,
+            stroke_opacity=0.9, data_link=f"{key[0]} -- {key[1]}", **_LINK_STYLE[st],
+        )  # fmt: skip
+    _state_legend(svg, height - 22)
+    return svg.markup()
+
+
+def _nic_centre(
+    endpoint: str, topo: Topology, node_pos: dict[str, tuple[float, float]]
+) -> tuple[float, float] | None:
+    nic = topo.nics.get(endpoint)
+    return node_pos.get(nic.node) if nic is not None else None
+
+
+# ---- no topology ------------------------------------------------------------------------------
+def _node_tiles(view: RunView) -> Markup:
+    nodes = view.nodes
+    big = len(nodes) <= 256
+    tile_w, tile_h = (118.0, 30.0) if big else (10.0, 10.0)
+    per_row = max(1, int((WIDTH - 20) // (tile_w + 4)))
+    rows = -(-len(nodes) // per_row) if nodes else 1
+    height = 20 + rows * (tile_h + 4) + 34
+    svg = Svg(WIDTH, height, "nodes (no topology given)")
+    for i, n in enumerate(nodes):
+        r, c = divmod(i, per_row)
+        x, y = 10 + c * (tile_w + 4), 12 + r * (tile_h + 4)
+        st = view.node_state[n]
+        colour = STATE_COLOURS.get(st, "#999")
+        svg.add(
+            "rect", title=_node_title(view, n), x=x, y=y, width=tile_w, height=tile_h, rx=3,
+            fill=colour, fill_opacity=0.25 if big and st == HEALTHY else (0.45 if big else 1),
+            stroke=colour, data_node=n,
+        )  # fmt: skip
+        if big:
+            svg.add(
+                "text", n, x=x + tile_w / 2, y=y + 19, text_anchor="middle",
+                font_size=_fit_font(n, tile_w - 8, 11), style=_FONT, fill="#1a202c",
+            )  # fmt: skip
+    _state_legend(svg, height - 22)
+    return svg.markup()
+
+
+__all__ = ["DETAIL_MAX_NODES", "link_key", "render_topology", "switch_states"]

@@ -1,0 +1,236 @@
+"""The report's view of a run: component states, node groups and per-test ratios (pure).
+
+Everything the figures and tables need is derived here from a :class:`~fabriccheck.models.RunResult`
+and an optional :class:`~fabriccheck.topology.model.Topology`, so the renderers only lay it out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import hostlist
+
+from fabriccheck.models import (
+    BAD,
+    HEALTHY,
+    SUSPECT,
+    UNREACHABLE,
+    UNTESTED,
+    LinkKey,
+    Observation,
+    RunResult,
+    link_key,
+    nic_node,
+)
+from fabriccheck.topology.model import Topology
+
+HUNG = "hung"
+#: node states from least to most severe (a node shows its most severe one)
+NODE_STATES = (UNTESTED, HEALTHY, SUSPECT, BAD, HUNG, UNREACHABLE)
+_SEVERITY = {s: i for i, s in enumerate(NODE_STATES)}
+#: nodes per group when there is no topology to group them by leaf
+DEFAULT_GROUP_SIZE = 32
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key that orders ``node-2`` before ``node-10``.
+
+    >>> sorted(["node-10", "node-2"], key=natural_key)
+    ['node-2', 'node-10']
+    """
+    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(name))
+
+
+def compact(names: Iterable[str], limit: int = 0) -> str:
+    """Names as a Slurm hostlist (``node-[001-004,017]``); ``limit`` > 0 truncates the text.
+
+    >>> compact(["node-002", "node-001", "node-017"])
+    'node-[001-002,017]'
+    """
+    names = sorted(set(names), key=natural_key)
+    if not names:
+        return ""
+    try:
+        text = hostlist.collect_hostlist(names)
+    except (ValueError, hostlist.BadHostlist):  # names hostlist cannot express
+        text = ",".join(names)
+    if limit and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def worse(a: str, b: str) -> str:
+    """The more severe of two node states."""
+    return a if _SEVERITY.get(a, 0) >= _SEVERITY.get(b, 0) else b
+
+
+def obs_ratio(obs: Observation) -> float | None:
+    """Measured / expected (the spec floor when nothing is expected); None without a number."""
+    if obs.value is None:
+        return None
+    ref = obs.expected or obs.floor
+    if not ref:
+        return None
+    return obs.value / ref
+
+
+@dataclass(frozen=True)
+class Group:
+    """Nodes shown together in aggregated figures: the nodes behind one leaf (or leaf set)."""
+
+    label: str
+    nodes: tuple[str, ...]
+    leaves: tuple[str, ...] = ()
+
+
+@dataclass
+class RunView:
+    """States of every component of a run, as the report shows them."""
+
+    nodes: list[str]  # every node drawn (run nodes first, then topology-only ones)
+    run_nodes: list[str]
+    node_state: dict[str, str]
+    node_reason: dict[str, str]
+    nic_state: dict[str, str]
+    link_state: dict[LinkKey, str]
+    tested: set[str]
+    groups: list[Group]
+    group_of: dict[str, int]
+    node_obs: dict[str, list[Observation]] = field(default_factory=dict)
+
+    def count(self, state: str) -> int:
+        return sum(1 for n in self.run_nodes if self.node_state[n] == state)
+
+    def nodes_in(self, *states: str) -> list[str]:
+        return [n for n in self.run_nodes if self.node_state[n] in states]
+
+
+def _verdict_state(state: str, reason: str) -> str:
+    if state == BAD and "hang" in reason.lower():
+        return HUNG
+    return state
+
+
+def build_view(result: RunResult, topology: Topology | None) -> RunView:
+    """Derive node, NIC and link states and node groups from a run (and its topology)."""
+    run_nodes = sorted(set(result.nodes), key=natural_key)
+    extra = []
+    if topology is not None:
+        extra = sorted(set(topology.nodes) - set(run_nodes), key=natural_key)
+    nodes = run_nodes + extra
+
+    node_obs: dict[str, list[Observation]] = {}
+    for obs in result.observations:
+        for n in obs.test.nodes:
+            node_obs.setdefault(n, []).append(obs)
+    tested = {n for n, obs in node_obs.items() if any(o.status != UNREACHABLE for o in obs)}
+
+    state = {n: (HEALTHY if n in tested else UNTESTED) for n in nodes}
+    reason: dict[str, str] = {}
+
+    def mark(node: str, st: str, why: str = "") -> None:
+        state[node] = worse(state.get(node, UNTESTED), st)
+        if why and (state[node] == st or node not in reason):
+            reason[node] = why
+
+    nic_state: dict[str, str] = {}
+    link_state: dict[LinkKey, str] = {}
+    for v in result.verdicts:
+        st = _verdict_state(v.state, v.reason)
+        if v.kind == "node":
+            mark(v.name, st, v.reason if st != HEALTHY else "")
+        elif v.kind == "nic":
+            nic_state[v.name] = st
+            if st in (BAD, SUSPECT):
+                mark(nic_node(v.name), st, f"{v.name}: {v.reason}".rstrip(": "))
+        elif v.kind == "link":
+            key = v.link if v.link is not None else _parse_link(v.name)
+            if key is not None:
+                link_state[link_key(*key)] = st
+    for n in result.suspects:
+        mark(n, SUSPECT)
+    for nic in result.bad_nics:
+        nic_state[nic] = BAD
+        mark(nic_node(nic), BAD, reason.get(nic_node(nic), f"bad NIC {nic}"))
+    for n in result.bad_nodes:
+        mark(n, BAD)
+    for n in result.drain:
+        mark(n, BAD)
+    for n in result.hung:
+        mark(n, HUNG, reason.get(n, "tests hung"))
+    for n in result.unreachable:
+        mark(n, UNREACHABLE, reason.get(n, "could not be reached"))
+    for sus in result.link_suspects:
+        for cand in sus.get("candidates", ()):
+            key = link_key(*cand)
+            if link_state.get(key) != BAD:
+                link_state[key] = SUSPECT
+    for lk in result.bad_links:
+        link_state[link_key(*lk)] = BAD
+
+    groups = node_groups(nodes, topology)
+    group_of = {n: i for i, g in enumerate(groups) for n in g.nodes}
+    return RunView(
+        nodes=nodes,
+        run_nodes=run_nodes,
+        node_state=state,
+        node_reason=reason,
+        nic_state=nic_state,
+        link_state=link_state,
+        tested=tested,
+        groups=groups,
+        group_of=group_of,
+        node_obs=node_obs,
+    )
+
+
+def _parse_link(name: str) -> LinkKey | None:
+    for sep in (" -- ", " <-> ", "--", ","):
+        if sep in name:
+            a, b = (p.strip() for p in name.split(sep, 1))
+            return link_key(a, b)
+    return None
+
+
+def node_groups(nodes: list[str], topology: Topology | None) -> list[Group]:
+    """Nodes grouped by the leaf switches they hang off (in node order).
+
+    Without a topology (or for nodes it does not know) consecutive runs of
+    :data:`DEFAULT_GROUP_SIZE` nodes form a group.
+    """
+    by_key: dict[tuple[str, ...], list[str]] = {}
+    loose: list[str] = []
+    for n in nodes:
+        if topology is not None and n in topology.nodes and topology.nodes[n].nics:
+            try:
+                key = topology.node_leaves(n)
+            except KeyError:
+                key = ()
+            if key:
+                by_key.setdefault(key, []).append(n)
+                continue
+        loose.append(n)
+    groups = [Group(compact(lv, 40), tuple(members), lv) for lv, members in by_key.items()]
+    for i in range(0, len(loose), DEFAULT_GROUP_SIZE):
+        chunk = loose[i : i + DEFAULT_GROUP_SIZE]
+        groups.append(Group(compact(chunk, 40), tuple(chunk)))
+    groups.sort(key=lambda g: natural_key(g.nodes[0]))
+    return groups
+
+
+def merge_groups(groups: list[Group], max_count: int) -> list[Group]:
+    """Merge consecutive groups so there are at most ``max_count`` (for big matrices)."""
+    if len(groups) <= max_count:
+        return groups
+    per = -(-len(groups) // max_count)
+    out = []
+    for i in range(0, len(groups), per):
+        chunk = groups[i : i + per]
+        members = tuple(n for g in chunk for n in g.nodes)
+        leaves = tuple(lf for g in chunk for lf in g.leaves)
+        out.append(Group(compact(members, 40), members, leaves))
+    return out
