@@ -1,0 +1,395 @@
+"""The history database (SQLite, WAL): runs, rounds, observations, verdicts and actions.
+
+Every round is written in one transaction as soon as it completes, so a run that crashes or is
+killed keeps its finished rounds (:meth:`Store.completed_rounds` gives them back for ``--resume``).
+Several processes may write at once: WAL mode, a busy timeout, and ``BEGIN IMMEDIATE`` for writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fabriccheck.errors import ConfigError
+from fabriccheck.models import Observation, RunResult, nic_node
+from fabriccheck.serialize import (
+    observation_from_dict,
+    observation_to_dict,
+    run_result_to_dict,
+)
+from fabriccheck.store import analytics
+from fabriccheck.store.analytics import Baseline, DriftReport, LemonScore
+
+SCHEMA_VERSION = 1
+#: raw tool output kept per observation (the rest is cut: history is not an archive)
+MAX_RAW_CHARS = 64_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS runs (
+  run_id TEXT PRIMARY KEY, mode TEXT NOT NULL, status TEXT NOT NULL,
+  started_s REAL NOT NULL, finished_s REAL, sku TEXT NOT NULL DEFAULT '',
+  fabric TEXT NOT NULL DEFAULT '', nodes_json TEXT NOT NULL, params_json TEXT NOT NULL,
+  summary_json TEXT);
+CREATE TABLE IF NOT EXISTS rounds (
+  run_id TEXT NOT NULL, round INTEGER NOT NULL, recorded_s REAL NOT NULL,
+  PRIMARY KEY (run_id, round));
+CREATE TABLE IF NOT EXISTS observations (
+  id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, round INTEGER NOT NULL, test_id TEXT NOT NULL,
+  probe TEXT NOT NULL, group_size INTEGER NOT NULL, purpose TEXT NOT NULL, status TEXT NOT NULL,
+  value REAL, unit TEXT, floor REAL, obs_json TEXT NOT NULL, UNIQUE (run_id, test_id));
+CREATE TABLE IF NOT EXISTS obs_nodes (
+  obs_id INTEGER NOT NULL, run_id TEXT NOT NULL, node TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS obs_nodes_node ON obs_nodes (node);
+CREATE INDEX IF NOT EXISTS obs_probe ON observations (probe, group_size, status);
+CREATE TABLE IF NOT EXISTS verdicts (
+  run_id TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, node TEXT, state TEXT NOT NULL,
+  reason TEXT NOT NULL, evidence_json TEXT NOT NULL, PRIMARY KEY (run_id, kind, name));
+CREATE INDEX IF NOT EXISTS verdicts_node ON verdicts (node);
+CREATE TABLE IF NOT EXISTS actions (
+  id INTEGER PRIMARY KEY, run_id TEXT, node TEXT NOT NULL, action TEXT NOT NULL,
+  backend TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL,
+  evidence_json TEXT NOT NULL, at_s REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS actions_node ON actions (node);
+"""
+
+#: statuses of a recorded action
+APPLIED, DRY_RUN, WITHHELD, FAILED = "applied", "dry-run", "withheld", "failed"
+
+
+def default_db_path() -> Path:
+    """``$FABRICCHECK_DB``, else ``$XDG_STATE_HOME/fabriccheck/history.sqlite``."""
+    env = os.environ.get("FABRICCHECK_DB")
+    if env:
+        return Path(env)
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "fabriccheck" / "history.sqlite"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One stored run: what was asked (mode, nodes, sku) and, once finished, its summary."""
+
+    run_id: str
+    mode: str
+    status: str  # running | finished | failed
+    started_s: float
+    finished_s: float | None
+    sku: str
+    fabric: str
+    nodes: list[str]
+    params: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+    rounds: int = 0
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    """One action fabriccheck took (or would have taken: ``dry-run``/``withheld``) on a node."""
+
+    node: str
+    action: str  # drain | resume | cordon | uncordon | exclude | include
+    backend: str
+    status: str
+    reason: str
+    evidence: tuple[str, ...]
+    at_s: float
+    run_id: str | None = None
+
+
+class Store:
+    """The history database at ``path`` (created with its directory when missing).
+
+    Parameters
+    ----------
+    path : str or Path
+        The SQLite file; ``":memory:"`` for a throwaway store.
+    busy_timeout_s : float
+        How long a writer waits for another process's transaction before failing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create {exc.filename}: {exc.strerror}",
+                                  source="--db") from exc  # fmt: skip
+        try:
+            self.conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
+            self.conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            with self._tx():
+                for stmt in _SCHEMA.split(";"):
+                    if stmt.strip():
+                        self.conn.execute(stmt)
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+                )
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"not a fabriccheck history database: {exc}", source=self.path,
+                              hint="pass another --db PATH") from exc  # fmt: skip
+
+    # -- plumbing ----------------------------------------------------------------------------
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken up front (``BEGIN IMMEDIATE``) so writers queue."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs --------------------------------------------------------------------------------
+    def begin_run(
+        self,
+        mode: str,
+        nodes: Sequence[str],
+        *,
+        sku: str = "",
+        fabric: str = "",
+        params: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        started_s: float | None = None,
+    ) -> str:
+        """Record that a run started; returns its id (a new one unless ``run_id`` is given)."""
+        run_id = run_id or time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO runs (run_id, mode, status, started_s, sku, fabric, nodes_json,"
+                " params_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
+                (run_id, mode, started_s if started_s is not None else time.time(), sku,
+                 fabric, json.dumps(list(nodes)), json.dumps(params or {}, default=str)),
+            )  # fmt: skip
+        return run_id
+
+    def _insert_observations(
+        self, c: sqlite3.Connection, run_id: str, round_no: int | None, obs: Iterable[Observation]
+    ) -> int:
+        n = 0
+        for o in obs:
+            d = observation_to_dict(o)
+            raw = d.get("raw")
+            if raw:
+                raw["stdout"] = (raw.get("stdout") or "")[:MAX_RAW_CHARS]
+                raw["stderr"] = (raw.get("stderr") or "")[:MAX_RAW_CHARS]
+            cur = c.execute(
+                "INSERT OR IGNORE INTO observations (run_id, round, test_id, probe, group_size,"
+                " purpose, status, value, unit, floor, obs_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, o.test.round if round_no is None else round_no, o.test.test_id,
+                 o.test.probe, o.test.group_size, o.test.purpose, o.status, o.value, o.unit,
+                 o.floor, json.dumps(d, default=str)),
+            )  # fmt: skip
+            if cur.rowcount:
+                obs_id = cur.lastrowid
+                c.executemany(
+                    "INSERT INTO obs_nodes VALUES (?, ?, ?)",
+                    [(obs_id, run_id, node) for node in dict.fromkeys(o.test.nodes)],
+                )
+                n += 1
+        return n
+
+    def record_round(self, run_id: str, round_no: int, observations: Sequence[Observation]) -> int:
+        """Write one completed round atomically; returns how many observations were new."""
+        with self._tx() as c:
+            n = self._insert_observations(c, run_id, round_no, observations)
+            c.execute(
+                "INSERT OR REPLACE INTO rounds VALUES (?, ?, ?)", (run_id, round_no, time.time())
+            )
+        return n
+
+    def finish_run(
+        self,
+        run_id: str,
+        result: RunResult,
+        *,
+        status: str = "finished",
+        finished_s: float | None = None,
+    ) -> None:
+        """Record the verdicts and summary of a run (and any observation not yet recorded)."""
+        summary = run_result_to_dict(result)
+        with self._tx() as c:
+            by_round: dict[int, list[Observation]] = {}
+            for o in result.observations:
+                by_round.setdefault(o.test.round, []).append(o)
+            for rnd, obs in by_round.items():
+                self._insert_observations(c, run_id, rnd, obs)
+                c.execute(
+                    "INSERT OR IGNORE INTO rounds VALUES (?, ?, ?)", (run_id, rnd, time.time())
+                )
+            for v in result.verdicts:
+                node = v.name if v.kind == "node" else nic_node(v.name) if v.kind == "nic" else None
+                c.execute(
+                    "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, v.kind, v.name, node, v.state, v.reason, json.dumps(list(v.evidence))),
+                )
+            c.execute(
+                "UPDATE runs SET status=?, finished_s=?, summary_json=? WHERE run_id=?",
+                (status, finished_s if finished_s is not None else time.time(),
+                 json.dumps(summary, default=str), run_id),
+            )  # fmt: skip
+
+    def _record(self, row: sqlite3.Row | tuple) -> RunRecord:
+        (run_id, mode, status, started, finished, sku, fabric, nodes, params, summary, rounds) = row
+        return RunRecord(
+            run_id=run_id, mode=mode, status=status, started_s=started, finished_s=finished,
+            sku=sku, fabric=fabric, nodes=json.loads(nodes), params=json.loads(params),
+            summary=json.loads(summary) if summary else None, rounds=rounds,
+        )  # fmt: skip
+
+    _RUN_COLS = (
+        "r.run_id, mode, status, started_s, finished_s, sku, fabric, nodes_json, params_json,"
+        " summary_json, (SELECT COUNT(*) FROM rounds x WHERE x.run_id = r.run_id)"
+    )
+
+    def run(self, run_id: str) -> RunRecord:
+        """The stored run ``run_id``; :class:`ConfigError` when there is none."""
+        row = self.conn.execute(
+            f"SELECT {self._RUN_COLS} FROM runs r WHERE r.run_id = ?", (run_id,)
+        ).fetchone()
+        if row is None:
+            raise ConfigError(f"no run {run_id!r} in {self.path}", source="--resume",
+                              hint="`fabriccheck history runs` lists the stored runs")  # fmt: skip
+        return self._record(row)
+
+    def runs(self, *, limit: int = 20, mode: str | None = None) -> list[RunRecord]:
+        """The most recent runs, newest first."""
+        where, args = ("WHERE mode = ?", (mode,)) if mode else ("", ())
+        rows = self.conn.execute(
+            f"SELECT {self._RUN_COLS} FROM runs r {where} ORDER BY started_s DESC LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+        return [self._record(r) for r in rows]
+
+    def completed_rounds(self, run_id: str) -> dict[int, list[Observation]]:
+        """The observations of every round written for ``run_id``, by round (for ``--resume``)."""
+        rows = self.conn.execute(
+            "SELECT o.round, o.obs_json FROM observations o JOIN rounds r"
+            " ON r.run_id = o.run_id AND r.round = o.round WHERE o.run_id = ? ORDER BY o.id",
+            (run_id,),
+        ).fetchall()
+        out: dict[int, list[Observation]] = {}
+        for rnd, js in rows:
+            out.setdefault(rnd, []).append(observation_from_dict(json.loads(js)))
+        return dict(sorted(out.items()))
+
+    def resume_run(self, run_id: str) -> tuple[RunRecord, dict[int, list[Observation]]]:
+        """Reopen an unfinished run: its record and the rounds already done (``--resume``).
+
+        Raises :class:`ConfigError` when the run does not exist or already finished.
+        """
+        rec = self.run(run_id)
+        if rec.status == "finished":
+            raise ConfigError(f"run {run_id!r} already finished; nothing to resume",
+                              source="--resume")  # fmt: skip
+        with self._tx() as c:
+            c.execute("UPDATE runs SET status = 'running' WHERE run_id = ?", (run_id,))
+        return rec, self.completed_rounds(run_id)
+
+    def observations(self, run_id: str) -> list[Observation]:
+        """Every observation recorded for ``run_id``, in the order written."""
+        return [o for obs in self.completed_rounds(run_id).values() for o in obs]
+
+    # -- nodes -------------------------------------------------------------------------------
+    def last_tested(self, nodes: Iterable[str] | None = None) -> dict[str, float]:
+        """When each node was last in a recorded test (its run's start time)."""
+        rows = self.conn.execute(
+            "SELECT n.node, MAX(r.started_s) FROM obs_nodes n JOIN runs r ON r.run_id = n.run_id"
+            " GROUP BY n.node"
+        ).fetchall()
+        want = None if nodes is None else set(nodes)
+        return {n: t for n, t in rows if want is None or n in want}
+
+    def recently_tested(self, within_s: float, *, now: float | None = None) -> set[str]:
+        """Nodes tested less than ``within_s`` ago (a sweep skips them)."""
+        cutoff = (time.time() if now is None else now) - within_s
+        return {n for n, t in self.last_tested().items() if t >= cutoff}
+
+    # -- actions -----------------------------------------------------------------------------
+    def record_action(
+        self,
+        node: str,
+        action: str,
+        *,
+        backend: str,
+        status: str,
+        reason: str = "",
+        evidence: Sequence[str] = (),
+        run_id: str | None = None,
+        at_s: float | None = None,
+    ) -> None:
+        """Log one action with the evidence behind it."""
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO actions (run_id, node, action, backend, status, reason,"
+                " evidence_json, at_s) VALUES (?,?,?,?,?,?,?,?)",
+                (run_id, node, action, backend, status, reason, json.dumps(list(evidence)),
+                 time.time() if at_s is None else at_s),
+            )  # fmt: skip
+
+    def actions(self, *, node: str | None = None, run_id: str | None = None) -> list[ActionRecord]:
+        """Recorded actions, oldest first, optionally for one node or one run."""
+        q = "SELECT node, action, backend, status, reason, evidence_json, at_s, run_id FROM actions"
+        conds, args = [], []
+        if node is not None:
+            conds.append("node = ?")
+            args.append(node)
+        if run_id is not None:
+            conds.append("run_id = ?")
+            args.append(run_id)
+        if conds:
+            q += " WHERE " + " AND ".join(conds)
+        rows = self.conn.execute(q + " ORDER BY id", args).fetchall()
+        return [
+            ActionRecord(n, a, b, s, r, tuple(json.loads(e)), t, rid)
+            for n, a, b, s, r, e, t, rid in rows
+        ]
+
+    def held_nodes(self, backend: str | None = None) -> dict[str, ActionRecord]:
+        """Nodes fabriccheck took out of service and has not returned: their last applied
+        ``drain``/``cordon`` not followed by an applied ``resume``/``uncordon``."""
+        held: dict[str, ActionRecord] = {}
+        for a in self.actions():
+            if a.status != APPLIED or (backend is not None and a.backend != backend):
+                continue
+            if a.action in ("drain", "cordon"):
+                held[a.node] = a
+            elif a.action in ("resume", "uncordon"):
+                held.pop(a.node, None)
+        return held
+
+    # -- what history teaches (see store.analytics) -------------------------------------------
+    def baseline(
+        self, sku: str | None, probe: str, group_size: int, *, min_samples: int = 8
+    ) -> Baseline | None:
+        """Learned baseline (median + MAD of passing results) or None when too few exist."""
+        return analytics.baseline(self.conn, sku, probe, group_size, min_samples=min_samples)
+
+    def drifting_nodes(self, **kwargs: Any) -> list[DriftReport]:
+        """Nodes whose bandwidth falls across sweeps; see :func:`analytics.drifting_nodes`."""
+        return analytics.drifting_nodes(self.conn, **kwargs)
+
+    def lemon_nodes(self, *, last_runs: int = 50) -> list[LemonScore]:
+        """Nodes implicated again and again, highest score first."""
+        return analytics.lemon_nodes(self.conn, last_runs=last_runs)

@@ -1,0 +1,70 @@
+"""History store: runs, rounds, resume, actions, recently-tested nodes, bad database files."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabriccheck.errors import ConfigError
+from fabriccheck.store import APPLIED, DRY_RUN, Store
+from tests.runfactory import build_run, nodes
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "h.sqlite") as s:
+        yield s
+
+
+def test_run_roundtrip_per_round_then_finish(store):
+    result = build_run(nodes(8), node_gbps={"node-003": 120.0}, seed=1)
+    run_id = store.begin_run("sweep", result.nodes, sku="h100", fabric="roce", started_s=1000.0)
+    r0 = [o for o in result.observations if o.test.round == 0]
+    assert store.record_round(run_id, 0, r0) == 4
+    assert store.record_round(run_id, 0, r0) == 0  # idempotent: a round written twice stays once
+    rec = store.run(run_id)
+    assert (rec.status, rec.rounds, rec.sku, rec.nodes) == ("running", 1, "h100", result.nodes)
+    store.finish_run(run_id, result, finished_s=1012.0)
+    rec = store.run(run_id)
+    assert rec.status == "finished" and rec.rounds == 2
+    assert rec.summary["bad_nodes"] == ["node-003"] and rec.summary["drain"] == ["node-003"]
+    back = store.observations(run_id)
+    assert [o.test.test_id for o in back] == [o.test.test_id for o in result.observations]
+    assert back[0] == result.observations[0]  # full observation, raw text included
+    assert store.runs()[0].run_id == run_id
+
+
+def test_resume_gives_back_completed_rounds_and_refuses_finished(store):
+    result = build_run(nodes(8), seed=2)
+    run_id = store.begin_run("sweep", result.nodes)
+    store.record_round(run_id, 0, [o for o in result.observations if o.test.round == 0])
+    rec, rounds = store.resume_run(run_id)
+    assert rec.run_id == run_id and list(rounds) == [0] and len(rounds[0]) == 4
+    store.finish_run(run_id, result)
+    with pytest.raises(ConfigError, match="already finished"):
+        store.resume_run(run_id)
+    with pytest.raises(ConfigError, match="no run 'nope'"):
+        store.run("nope")
+
+
+def test_recently_tested_and_held_nodes(store):
+    r = build_run(nodes(4), seed=3)
+    run_id = store.begin_run("sweep", r.nodes, started_s=10_000.0)
+    store.finish_run(run_id, r)
+    assert store.recently_tested(600, now=10_100.0) == set(r.nodes)
+    assert store.recently_tested(60, now=10_100.0) == set()
+    store.record_action("node-001", "drain", backend="slurm", status=APPLIED, reason="x",
+                        evidence=["t1", "t2"], run_id=run_id)  # fmt: skip
+    store.record_action("node-002", "drain", backend="slurm", status=DRY_RUN, reason="y")
+    store.record_action("node-003", "drain", backend="slurm", status=APPLIED, reason="z")
+    store.record_action("node-003", "resume", backend="slurm", status=APPLIED, reason="passed")
+    held = store.held_nodes("slurm")
+    assert list(held) == ["node-001"] and held["node-001"].evidence == ("t1", "t2")
+    assert store.held_nodes("kubernetes") == {}
+    assert [a.action for a in store.actions(node="node-003")] == ["drain", "resume"]
+
+
+def test_not_a_database_is_one_clear_config_error(tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("this is not sqlite\n" * 100)
+    with pytest.raises(ConfigError, match="not a fabriccheck history database"):
+        Store(bad)
