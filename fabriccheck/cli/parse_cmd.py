@@ -1,0 +1,130 @@
+"""``fabriccheck parse``: read one tool output file, print its numbers and errors (or JSON)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from fabriccheck.cli.app import app, fail, out, write_json
+from fabriccheck.errors import ParseError
+from fabriccheck.probes.detect import TOOLS, detect_tool, parse_text
+from fabriccheck.probes.results import UNPARSEABLE
+from fabriccheck.probes.to_json import result_to_json
+
+_STATUS_STYLE = {"ok": "green", "failed": "red", "incomplete": "yellow", "unparseable": "red"}
+
+
+_HELP = (
+    "Parse nccl-tests, perftest or iperf3 output, or scan a NCCL job log.\n\n"
+    "Exit 0 when the text was read, even when it reports a tool FAILURE (status 'failed': the "
+    "parse worked and found a failed test). Exit 2 when the file is missing or is not the "
+    "output of a known tool."
+)
+
+
+@app.command("parse", help=_HELP)
+def parse(
+    file: Annotated[Path, typer.Argument(
+        help="Tool output file (a leading '# source:' line is ignored).")],
+    tool: Annotated[str | None, typer.Option(
+        "--tool", "-t", help="One of: " + ", ".join(TOOLS) + " (detected when omitted).")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print only the parse contract JSON on stdout.")] = False,
+) -> None:
+    """Parse one tool output file; see ``_HELP`` for the exit codes."""
+    if tool is not None and tool not in TOOLS:
+        raise fail(f"--tool: unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise fail(f"{file}: no such file") from None
+    except OSError as exc:
+        raise fail(f"{file}: cannot read: {exc.strerror or exc}") from None
+    try:
+        name = tool or detect_tool(text)
+        result = parse_text(text, name)
+    except ParseError as exc:
+        raise fail(f"{file}: {exc.message} ({exc.hint})" if exc.hint else
+                   f"{file}: {exc.message}") from None
+    if result.status == UNPARSEABLE:
+        raise fail(f"{file}: not {name} output: {result.reason}")
+    data = result_to_json(result)
+    if as_json:
+        write_json(data)
+        return
+    _print_summary(file, data)
+
+
+def _print_summary(file: Path, d: dict) -> None:
+    style = _STATUS_STYLE.get(d["status"], "white")
+    head = f"[bold]{file.name}[/]  {d['tool']}  [{style}]{d['status']}[/]"
+    out.print(head + (f"  ({d['reason']})" if d["reason"] else ""), highlight=False)
+    tool = d["tool"]
+    if tool == "nccl-tests":
+        _nccl_summary(d)
+    elif tool == "perftest":
+        _perftest_summary(d)
+    elif tool == "iperf3":
+        fields = ("sent_gbps", "received_gbps", "retransmits", "duration_s", "streams")
+        out.print("  ".join(f"{k}={_fmt(d[k])}" for k in fields), highlight=False)
+    else:
+        out.print(f"hosts: {', '.join(d['hosts']) or '-'}", highlight=False)
+        out.print(f"suspects: {', '.join(d['suspects']) or '-'}", highlight=False)
+        if d["hcas"]:
+            out.print("hcas: " + ", ".join("/".join(p) for p in d["hcas"]), highlight=False)
+        if d["peers"]:
+            out.print(f"peers: {', '.join(d['peers'])}", highlight=False)
+    _errors_table(d["errors"])
+
+
+def _nccl_summary(d: dict) -> None:
+    out.print(f"collective={d['collective'] or '?'}  ranks={d['ranks']}  hosts="
+              f"{','.join(d['hosts']) or '-'}  max_busbw={_fmt(d['max_busbw_gbps'])} GB/s  "
+              f"avg_busbw={_fmt(d['avg_busbw_gbps'])} GB/s", highlight=False)
+    if d["rows"]:
+        t = Table("size (B)", "busbw GB/s", "in-place GB/s", "#wrong", "time us", title=None)
+        for r in d["rows"]:
+            t.add_row(str(r["size_bytes"]), _fmt(r["busbw_gbps"]), _fmt(r["busbw_inplace_gbps"]),
+                      _fmt(r["wrong"]), _fmt(r["time_us"]))
+        out.print(t)
+
+
+def _perftest_summary(d: dict) -> None:
+    out.print(f"test={d['test'] or d['program'] or '?'}  device={d['device'] or '?'}  "
+              f"link={d['link_type'] or '?'}  side={d['side'] or '?'}"
+              + ("  loopback (same port: the cable was not tested)" if d["loopback"] else ""),
+              highlight=False)
+    if d["rows"]:
+        t = Table("size (B)", "iterations", "BW avg Gb/s", "BW peak Gb/s", "Mpps")
+        for r in d["rows"]:
+            t.add_row(str(r["size_bytes"]), _fmt(r["iterations"]), _fmt(r["bw_avg_gbps"]),
+                      _fmt(r["bw_peak_gbps"]), _fmt(r["msg_rate_mpps"]))
+        out.print(t)
+    if d["latency_rows"]:
+        t = Table("size (B)", "t_min us", "t_typical us", "t_avg us", "p99 us", "p99.9 us")
+        for r in d["latency_rows"]:
+            t.add_row(str(r["size_bytes"]), _fmt(r["t_min_us"]), _fmt(r["t_typical_us"]),
+                      _fmt(r["t_avg_us"]), _fmt(r["t_p99_us"]), _fmt(r["t_p999_us"]))
+        out.print(t)
+
+
+def _errors_table(errors: list[dict]) -> None:
+    if not errors:
+        return
+    t = Table("kind", "host", "hca", "status", "message", title="errors")
+    for e in errors:
+        t.add_row(e["kind"], e.get("host", ""), e.get("hca", ""), e.get("status", ""),
+                  e["message"] + (f" (x{e['count']})" if e.get("count") else ""))
+    out.print(t)
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.2f}" if abs(v) >= 0.01 or v == 0 else f"{v:.6f}"
+    return str(v)
+

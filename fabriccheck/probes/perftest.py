@@ -1,0 +1,292 @@
+"""perftest output (ib_write_bw, ib_read_bw, ib_send_bw, ib_*_lat): header box, tables, errors.
+
+Reads client and server output, loopback runs whose two sides interleave line by line, BW tables
+in Gb/s (``--report_gbits``) or MiB/s (``MB/sec`` before 2024-03, ``MiB/sec`` since; both 2^20
+bytes, converted to Gb/s), latency tables, and every failure class of tool-formats.md §2.5.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from fabriccheck.probes._text import clean_line, dedupe_errors, to_float, to_int
+from fabriccheck.probes.results import (
+    FAILED,
+    INCOMPLETE,
+    OK,
+    UNPARSEABLE,
+    PerftestLatencyRow,
+    PerftestResult,
+    PerftestRow,
+    ToolError,
+)
+
+#: MiB/s -> Gb/s: x 2^20 bytes x 8 bits / 1e9
+MIBPS_TO_GBPS = 2**20 * 8 / 1e9
+
+_TITLE_RE = re.compile(r"^\s*(\S.*?\b(?:BW|Latency) Test)\s*$")
+_KV_RE = re.compile(r"([A-Za-z][^:\t]*?)\s*:\s*(\S+)")
+_BOX_KEYS = {
+    "Dual-port", "Number of qps", "Connection type", "PCIe relax order", "ibv_wr* API",
+    "TX depth", "RX depth", "CQ Moderation", "CQE Poll Batch", "Mtu", "Link type", "GID index",
+    "Max inline data", "Outstand reads", "rdma_cm QPs", "Data ex. method", "NUMA node",
+    "Device", "Transport type", "Using SRQ", "Lock-free", "Using Enhanced Reorder", "Using DDP",
+}  # fmt: skip
+_ADDR_RE = re.compile(r"^\s*(local|remote) address:\s*LID\s+(\S+)")
+_SEP_RE = re.compile(r"^\s*-{20,}\s*$")
+_COL_RE = re.compile(
+    r"#bytes|#iterations|BW peak\[([^\]]+)\]|BW average\[([^\]]+)\]|MsgRate\[[^\]]+\]"
+    r"|t_min|t_max|t_typical|t_avg|t_stdev|99\.9% percentile|99% percentile|tps average|#sl"
+)
+_PROGRAM_RE = re.compile(r"\b(ib_(?:write|read|send|atomic)_(?:bw|lat))\b")
+_DEVICE_ARG_RE = re.compile(r"(?:\s-d\s*|--ib-dev[= ])(\S+)")
+
+#: (regex, kind) in the order they are tried; tool-formats.md §2.5
+_ERRORS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"Error: (?:BW result is below bw limit|Msg rate\s+is below msg_rate limit)"),
+     "bw_limit"),
+    (re.compile(r"Parser function exited with Error|invalid option|unrecognized option|"
+                r"CUDA DMA-BUF cannot be used without CUDA|supports CUDA latency tests with"),
+     "usage"),
+    (re.compile(r"Unable to find the Infiniband/RoCE device|Couldn't get context for the device|"
+                r"Couldn't allocate MR|Couldn't create IB resources|No IB devices found|"
+                r"IB device \S+ not found|Couldn't get device|Failed to open device|"
+                r"[Uu]nable to (?:open|get) (?:the )?device|couldn't load driver"), "device"),
+    (re.compile(r"rdma_resolve_addr failed|rdma_resolve_route|ADDR_ERROR|ROUTE_ERROR|"
+                r"Unable to connect \(retries|rdma_cm event|rdma_connect|"
+                r"Failed to create (?:rdma_cm|event channel)|rdma_bind_addr"), "rdma_cm"),
+    (re.compile(r"Failed to modify QP|Unable to Connect the HCA's through the link|"
+                r"Found Incompatibility issue with GID types|Couldn't create QP|"
+                r"Failed to create QP"), "qp"),
+    (re.compile(r"Completion with error|Failed status|Poll send CQ error|Couldn't post send|"
+                r"Couldn't post recv|Failed to complete run_iter|poll CQ failed|"
+                r"^\s*[sr]cnt=\d+"), "ib_completion"),
+    (re.compile(r"Couldn't connect to|Unable to open file descriptor for socket connection|"
+                r"Unable to init the socket connection|Couldn't listen to port|"
+                r"Unable to set up socket connection|Failed to exchange data between server and "
+                r"clients|ethernet_read_keys|ethernet_write_keys|Couldn't read remote address|"
+                r"Couldn't parse line|Unable to read to socket|Unable to write to socket|"
+                r"Couldn't exchange|Failed to exchange|Connection refused|No route to host|"
+                r"getaddrinfo|Couldn't resolve"), "connect"),
+    (re.compile(r"initializing CUDA failed|cuMemAlloc\(\) error|CUDA error|"
+                r"Couldn't allocate GPU memory|No CUDA devices|cuInit"), "cuda"),
+    (re.compile(r"^\s*Couldn't |^\s*Unable to |^\s*Failed to "), "error"),
+]
+_PEER_RE = re.compile(r"Couldn't connect to (\S+?)(?::(\d+))?\s*$")
+_STATUS_RE = re.compile(r"Failed status[- ](?:(?P<name>[\w ]+?) \()?(?P<n>\d+)\)?:.*?syndrom "
+                        r"(?P<syn>0x[0-9a-fA-F]+)|status=(?P<n2>\d+)")
+
+
+@dataclass
+class _State:
+    test: str | None = None
+    program: str | None = None
+    box: dict[str, str] = field(default_factory=dict)
+    device_arg: str | None = None
+    waiting: bool = False
+    lids: dict[str, list[str]] = field(default_factory=lambda: {"local": [], "remote": []})
+    cols: list[str] = field(default_factory=list)
+    unit: str | None = None
+    latency: bool = False
+    rows: list[PerftestRow] = field(default_factory=list)
+    lat_rows: list[PerftestLatencyRow] = field(default_factory=list)
+    closed: bool = True  # a separator followed the last row
+    errors: list[ToolError] = field(default_factory=list)
+    recognized: int = 0
+
+
+def parse_perftest(text: str) -> PerftestResult:
+    """Parse what a perftest binary printed (client, server, or both interleaved).
+
+    Parameters
+    ----------
+    text
+        stdout and/or stderr of ``ib_write_bw`` & co.
+
+    Returns
+    -------
+    PerftestResult
+        BW rows in Gb/s (``bw_avg_gbps``, ``bw_peak_gbps``), latency rows in microseconds,
+        ``test``/``device``/``link_type`` from the header box, and errors with ``kind`` one of
+        ``usage``, ``device``, ``connect``, ``rdma_cm``, ``qp``, ``ib_completion``, ``bw_limit``,
+        ``cuda``, ``error``. ``ok`` when a table closed with its separator, ``incomplete`` when
+        output stops before that, ``failed`` when an error is printed.
+
+    Examples
+    --------
+    >>> r = parse_perftest(''' #bytes #iterations BW peak[MiB/sec] BW average[MiB/sec] MsgRate[Mpps]
+    ...  65536      1000             46567.34            46557.03\t\t     0.744912
+    ... -----------------------------------------------------------------''')
+    >>> r.status, round(r.rows[0].bw_avg_gbps, 2)
+    ('ok', 390.55)
+    """
+    st = _State()
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        _feed(st, clean_line(raw), lineno)
+    return _finish(st, text)
+
+
+def _feed(st: _State, line: str, lineno: int) -> None:
+    s = line.strip()
+    if not s:
+        return
+    if _SEP_RE.match(s):
+        st.closed = True
+        return
+    if "Waiting for client" in s:
+        st.waiting = True
+        st.recognized += 1
+        return
+    if st.program is None:
+        m = _PROGRAM_RE.search(s)
+        if m:
+            st.program = m.group(1)
+            d = _DEVICE_ARG_RE.search(s)
+            st.device_arg = d.group(1) if d else None
+            st.recognized += 1
+            return
+    m = _TITLE_RE.match(s)
+    if m:
+        st.test = m.group(1)
+        st.recognized += 1
+        return
+    if "#bytes" in s:
+        _feed_columns(st, s)
+        return
+    if ":" in s and _feed_box(st, line):
+        return
+    m = _ADDR_RE.match(s)
+    if m:
+        st.lids[m.group(1)].append(m.group(2))
+        st.recognized += 1
+        return
+    if st.cols and s[0].isdigit() and _feed_row(st, s):
+        return
+    _feed_error(st, s, lineno)
+
+
+def _feed_columns(st: _State, s: str) -> None:
+    cols, unit = [], None
+    for m in _COL_RE.finditer(s):
+        tok = m.group(0)
+        if tok.startswith("BW peak"):
+            tok, unit = "bw_peak", m.group(1)
+        elif tok.startswith("BW average"):
+            tok, unit = "bw_avg", m.group(2)
+        elif tok.startswith("MsgRate"):
+            tok = "msg_rate"
+        cols.append(tok)
+    if len(cols) < 3:
+        return
+    st.cols, st.latency = cols, "bw_avg" not in cols
+    st.unit = unit or st.unit
+    st.recognized += 1
+
+
+def _feed_box(st: _State, line: str) -> bool:
+    pairs = _KV_RE.findall(line.replace("\t", "  \t"))
+    if not pairs or pairs[0][0].strip() not in _BOX_KEYS:
+        return False
+    for key, value in pairs:
+        key = key.strip()
+        if key in _BOX_KEYS:
+            st.box.setdefault(key, value)
+    st.recognized += 1
+    return True
+
+
+def _feed_row(st: _State, s: str) -> bool:
+    toks = s.split()
+    if len(toks) < len(st.cols) or len(toks) > len(st.cols) + 4:
+        return False
+    vals = dict(zip(st.cols, toks, strict=False))
+    size, iters = to_int(vals.get("#bytes", "")), to_int(vals.get("#iterations", ""))
+    if size is None or size < 0:
+        return False
+    nums = {k: to_float(v) for k, v in vals.items() if k not in ("#bytes", "#iterations")}
+    if any(v is None for v in nums.values()):
+        return False
+    if st.latency:
+        st.lat_rows.append(PerftestLatencyRow(
+            size_bytes=size, iterations=iters, t_min_us=nums.get("t_min"),
+            t_max_us=nums.get("t_max"), t_typical_us=nums.get("t_typical"),
+            t_avg_us=nums.get("t_avg"), t_stdev_us=nums.get("t_stdev"),
+            t_p99_us=nums.get("99% percentile"), t_p999_us=nums.get("99.9% percentile"),
+        ))  # fmt: skip
+    else:
+        factor = 1.0 if st.unit and st.unit.startswith("Gb") else MIBPS_TO_GBPS
+        peak, avg = nums.get("bw_peak"), nums.get("bw_avg")
+        st.rows.append(PerftestRow(
+            size_bytes=size, iterations=iters,
+            bw_peak_gbps=None if peak is None else peak * factor,
+            bw_avg_gbps=None if avg is None else avg * factor,
+            msg_rate_mpps=nums.get("msg_rate"),
+        ))  # fmt: skip
+    st.closed = False
+    st.recognized += 1
+    return True
+
+
+def _feed_error(st: _State, s: str, lineno: int) -> None:
+    kind = next((k for rx, k in _ERRORS if rx.search(s)), None)
+    if kind is None:
+        return
+    peer = status = vendor = None
+    m = _PEER_RE.search(s)
+    if m:
+        peer = m.group(1) + (f":{m.group(2)}" if m.group(2) else "")
+    m = _STATUS_RE.search(s)
+    if m:
+        status, vendor = m["n"] or m["n2"], m["syn"]
+    st.errors.append(ToolError(kind, s[:300], status=status, vendor_err=vendor, peer=peer,
+                               line=lineno))
+    st.recognized += 1
+
+
+def _dedupe_rows(rows: list) -> tuple:
+    """Loopback runs print every row twice (client and server side): keep one of each."""
+    return tuple(dict.fromkeys(rows))
+
+
+def _finish(st: _State, text: str) -> PerftestResult:
+    device = st.box.get("Device") or st.device_arg
+    errors = [e if e.hca else _with_hca(e, device) for e in st.errors]
+    has_rows = bool(st.rows or st.lat_rows)
+    client = "TX depth" in st.box or bool(st.program and not st.waiting)
+    side = ("both" if st.waiting and client else "server" if st.waiting else
+            "client" if client or has_rows else None)
+    local, remote = st.lids["local"], st.lids["remote"]
+    loopback = bool(local and remote and set(local) & set(remote) and
+                    not any(lid in ("0", "0x0000", "0000") for lid in local))
+    if errors:
+        status, reason = FAILED, errors[0].message
+    elif st.recognized == 0:
+        status = UNPARSEABLE if text.strip() else INCOMPLETE
+        reason = "no perftest header, table or error line" if text.strip() else "no output"
+    elif not has_rows:
+        status, reason = INCOMPLETE, "no result rows (waiting for the peer, killed or hung?)"
+    elif not st.closed:
+        status, reason = INCOMPLETE, "result table not closed by its separator (output cut)"
+    else:
+        status, reason = OK, ""
+    return PerftestResult(
+        status=status,
+        test=st.test,
+        device=device,
+        link_type=st.box.get("Link type"),
+        side=side,
+        rows=_dedupe_rows(st.rows),
+        latency_rows=_dedupe_rows(st.lat_rows),
+        errors=dedupe_errors(errors),
+        reason=reason,
+        program=st.program,
+        unit=st.unit,
+        loopback=loopback,
+    )
+
+
+def _with_hca(e: ToolError, device: str | None) -> ToolError:
+    from dataclasses import replace
+
+    return replace(e, hca=device) if device else e
