@@ -23,9 +23,8 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in out:
-            line = key_node.start_mark.line + 1
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (line {line})", key_node.start_mark
+                None, None, f"duplicate key {key!r}", key_node.start_mark
             )
         out[key] = loader.construct_object(value_node, deep=deep)
     return out
