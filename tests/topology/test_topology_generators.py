@@ -244,3 +244,13 @@ def test_generator_parameter_errors_name_the_field(gen, field):
         generate(gen, name="t", fabric="roce", source="x.yaml")
     assert info.value.field == field
     assert str(info.value).startswith(f"x.yaml:{field}: ")
+
+
+def test_doctests():
+    import doctest
+
+    from fabriccheck.topology import generators
+    from fabriccheck.topology.discovery import common, ibnetdiscover
+
+    for module in (generators, common, ibnetdiscover):
+        assert doctest.testmod(module).failed == 0, module.__name__

@@ -133,7 +133,6 @@ def test_cli_validate_bad_file_exit_2(tmp_path, text, field, words):
 
 
 def test_cycle_refused_only_when_tree_required(tmp_path):
-    cyclic = GOOD + "  - {name: spine-2, tier: spine}\n"
     cyclic = edit("  - {name: spine-1, tier: spine}\n",
                   "  - {name: spine-1, tier: spine}\n  - {name: spine-2, tier: spine}\n")
     cyclic += "  - {a: leaf-1, b: spine-2, gbps: 1}\n  - {a: leaf-2, b: spine-2, gbps: 1}\n"
