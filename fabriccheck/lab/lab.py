@@ -1,0 +1,266 @@
+"""The namespace lab's life cycle: up (build + sshd + client files), apply faults, status, down.
+
+``up`` first removes anything left over by a lab of the same name (prefix scan), builds the
+plan's namespaces, bridges, veths and tc rates, starts one sshd per reachable host and writes
+into the lab directory what a client needs: ``id_ed25519`` (client key), ``known_hosts`` (every
+host key), ``inventory.yaml`` (see :mod:`fabriccheck.inventory.file`) and ``ssh_config`` (for a
+human: ``ssh -F DIR/ssh_config host1``). ``state.json`` there, and a pointer in
+``/run/fabriccheck-lab/<name>``, let ``down`` and ``status`` find it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fabriccheck.errors import ConfigError, ExecutorError
+from fabriccheck.faults import FaultSet, load_faults
+from fabriccheck.lab import netns, sshd
+from fabriccheck.lab.plan import LabPlan, check_name, plan_lab
+from fabriccheck.topology.load import load_topology
+
+REGISTRY = Path("/run/fabriccheck-lab")
+
+
+@dataclass(frozen=True)
+class LabInfo:
+    """What ``lab up`` reports: where the client files are and what was built."""
+
+    name: str
+    dir: str
+    inventory: str
+    topology: str
+    hosts: dict[str, str]  # host -> management address
+    netns: dict[str, str]  # host -> namespace
+    faults: tuple[str, ...]
+    sshd_pids: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dir": self.dir, "inventory": self.inventory, **{
+            k: v for k, v in asdict(self).items() if k not in ("dir", "inventory")}}
+
+
+def require_root() -> None:
+    if sys.platform != "linux" or os.geteuid() != 0:
+        raise ConfigError("the lab needs root on Linux (network namespaces, bridges, tc)",
+                          hint="run `sudo fabriccheck lab ...` or use the simulator")
+
+
+def default_dir(name: str) -> Path:
+    return Path(f"/tmp/fabriccheck-lab-{name}")
+
+
+def _pointer(name: str) -> Path:
+    return REGISTRY / name
+
+
+def lab_dir(name: str) -> Path | None:
+    """The directory of lab ``name`` if one is registered."""
+    p = _pointer(name)
+    if p.exists():
+        return Path(p.read_text().strip())
+    d = default_dir(name)
+    return d if (d / "state.json").exists() else None
+
+
+def _write_client_files(d: Path, plan: LabPlan, host_pubs: dict[str, str]) -> Path:
+    client_pub = sshd.write_key(d / "id_ed25519", comment=f"fabriccheck-lab-{plan.name}")
+    (d / "authorized_keys").write_text(client_pub + "\n")
+    (d / "known_hosts").write_text("".join(
+        f"{h.mgmt_ip} {host_pubs[h.name]}\n" for h in plan.hosts))
+    (d / "ssh_config").write_text("".join(
+        f"Host {h.name}\n  HostName {h.mgmt_ip}\n  User root\n  IdentityFile {d / 'id_ed25519'}\n"
+        f"  UserKnownHostsFile {d / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
+        for h in plan.hosts))
+    inv = {
+        "name": plan.topology,
+        "ssh": {"user": "root", "port": 22, "key": "id_ed25519", "known_hosts": "known_hosts",
+                "connect_timeout_s": 3},
+        "python": "python3",
+        "lab": {"name": plan.name, "gateway": plan.gateway_ip},
+        "hosts": {
+            h.name: {"address": h.mgmt_ip, "netns": h.netns,
+                     "nics": {n.name: {"ip": n.ip, "rail": n.rail} for n in h.nics}}
+            for h in plan.hosts
+        },
+    }
+    path = d / "inventory.yaml"
+    path.write_text("# written by `fabriccheck lab up`\n" + yaml.safe_dump(inv, sort_keys=False))
+    return path
+
+
+def _save_state(d: Path, state: dict[str, Any]) -> None:
+    (d / "state.json").write_text(json.dumps(state, indent=2))
+    REGISTRY.mkdir(parents=True, exist_ok=True)
+    _pointer(state["name"]).write_text(str(d))
+
+
+def load_state(name: str) -> dict[str, Any]:
+    """The saved state of lab ``name`` (raises ConfigError when no such lab is up)."""
+    d = lab_dir(check_name(name))
+    if d is None or not (d / "state.json").exists():
+        raise ConfigError(f"no lab named {name!r} is up", hint="run `fabriccheck lab up TOPOLOGY`")
+    return json.loads((d / "state.json").read_text())
+
+
+def _faults(faults: str | Path | FaultSet | None) -> FaultSet:
+    if faults is None:
+        return FaultSet()
+    return faults if isinstance(faults, FaultSet) else load_faults(faults)
+
+
+def up(
+    topology: str | Path,
+    *,
+    faults: str | Path | FaultSet | None = None,
+    name: str = "lab",
+    directory: str | Path | None = None,
+    rate_scale: float = 1.0,
+) -> LabInfo:
+    """Build the lab for ``topology`` (see the module docstring) and return where its files are.
+
+    Raises
+    ------
+    ConfigError
+        Not root, a bad topology/faults file, a topology that is not a tree.
+    ExecutorError
+        A kernel command or sshd failed (everything built so far is removed again).
+    """
+    require_root()
+    check_name(name)
+    topo = load_topology(topology, require_tree=True)
+    fault_set = _faults(faults)
+    down(name)
+    octets = set(range(256)) - netns.used_mgmt_octets()
+    if not octets:
+        raise ExecutorError("lab: no free management subnet 10.220.x.0/24")
+    plan = plan_lab(topo, fault_set, name=name, mgmt_octet=min(octets), rate_scale=rate_scale)
+    d = Path(directory) if directory else default_dir(name)
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    d.chmod(0o700)
+    state = {"name": name, "dir": str(d), "topology": str(Path(topo.source).resolve()),
+             "mgmt_octet": int(plan.mgmt_net.split(".")[2]), "rate_scale": rate_scale,
+             "faults": None, "sshd_pids": {}}
+    _save_state(d, state)  # before building: a crash mid-way can still be cleaned up
+    try:
+        pubs = {}
+        for h in plan.hosts:
+            (d / "hosts" / h.name).mkdir(parents=True, exist_ok=True)
+            pubs[h.name] = sshd.write_key(d / "hosts" / h.name / "ssh_host_ed25519_key", h.name)
+        inventory = _write_client_files(d, plan, pubs)
+        sshd.write_hang_bin(d)
+        netns.build_switches(plan)
+        netns.build_mgmt(plan)
+        for h in plan.hosts:
+            netns.build_host(plan, h)
+        pids = {h.name: sshd.start_sshd(d, h) for h in plan.hosts if h.sshd}
+    except BaseException:
+        down(name)
+        raise
+    state.update(sshd_pids=pids, faults=_faults_to_dict(fault_set), inventory=str(inventory))
+    _save_state(d, state)
+    return _info(plan, d, inventory, pids)
+
+
+def _faults_to_dict(fs: FaultSet) -> dict[str, Any]:
+    out = []
+    for f in fs.faults:
+        item = {k: v for k, v in asdict(f).items() if v is not None}
+        if "link" in item:
+            item["link"] = list(item["link"])
+        out.append(item)
+    return {"faults": out}
+
+
+def _info(plan: LabPlan, d: Path, inventory: Path, pids: dict[str, int]) -> LabInfo:
+    return LabInfo(
+        name=plan.name, dir=str(d), inventory=str(inventory), topology=plan.topology,
+        hosts={h.name: h.mgmt_ip for h in plan.hosts},
+        netns={h.name: h.netns for h in plan.hosts},
+        faults=plan.faults, sshd_pids=pids,
+    )
+
+
+def _plan_from_state(state: dict[str, Any], fault_set: FaultSet) -> LabPlan:
+    topo = load_topology(state["topology"], require_tree=True)
+    return plan_lab(topo, fault_set, name=state["name"], mgmt_octet=state["mgmt_octet"],
+                    rate_scale=state["rate_scale"])
+
+
+def apply_faults(name: str, faults: str | Path | FaultSet | None) -> LabInfo:
+    """Replace the faults of a running lab (None: heal it): rates, link states, sshd, PATH."""
+    require_root()
+    state = load_state(name)
+    d = Path(state["dir"])
+    old = _plan_from_state(state, FaultSet.from_dict(state.get("faults")))
+    fault_set = _faults(faults)
+    plan = _plan_from_state(state, fault_set)
+    for t in plan.trunks:
+        for port in (t.port_a, t.port_b):
+            netns.sh(netns._tbf(plan.switch_ns, port, t.rate_mbit))
+            netns.sh(["ip", "-n", plan.switch_ns, "link", "set", port,
+                      "down" if t.down else "up"])
+    pids = dict(state.get("sshd_pids") or {})
+    for h, h_old in zip(plan.hosts, old.hosts, strict=True):
+        for nic in h.nics:
+            netns.sh(netns._tbf(plan.switch_ns, nic.port, nic.port_rate_mbit))
+            netns.sh(["ip", "-n", plan.switch_ns, "link", "set", nic.port,
+                      "down" if nic.link_down else "up"])
+            netns.sh(netns._tbf(h.netns, nic.name, nic.rate_mbit))
+            netns.sh(["ip", "-n", h.netns, "link", "set", nic.name, "down" if nic.down else "up"])
+        if (h.sshd, h.hang) != (h_old.sshd, h_old.hang) or (h.sshd and h.name not in pids):
+            sshd.stop_sshd(d, h)
+            pids.pop(h.name, None)
+            if h.sshd:
+                pids[h.name] = sshd.start_sshd(d, h)
+    state.update(sshd_pids=pids, faults=_faults_to_dict(fault_set))
+    _save_state(d, state)
+    return _info(plan, d, Path(state["inventory"]), pids)
+
+
+def down(name: str = "lab") -> list[str]:
+    """Remove lab ``name``: its processes, namespaces, root interfaces, directory pointer.
+
+    Works from a prefix scan, so it also cleans up after a crash. Returns what was removed.
+    """
+    require_root()
+    check_name(name)
+    removed = netns.remove_lab(name)
+    p = _pointer(name)
+    if p.exists():
+        p.unlink()
+        removed.append(f"registry {p}")
+    return removed
+
+
+def status(name: str = "lab") -> dict[str, Any]:
+    """What of lab ``name`` exists now: namespaces, sshd per host, directory and inventory."""
+    require_root()
+    check_name(name)
+    namespaces = netns.lab_netns(name)
+    d = lab_dir(name)
+    out: dict[str, Any] = {"name": name, "up": bool(namespaces), "netns": namespaces,
+                           "root_links": netns.root_links(name), "dir": str(d) if d else None}
+    if d is not None and (d / "state.json").exists():
+        state = json.loads((d / "state.json").read_text())
+        out["inventory"] = state.get("inventory")
+        out["topology"] = state.get("topology")
+        out["faults"] = (state.get("faults") or {}).get("faults", [])
+        alive = {}
+        for host, pid in (state.get("sshd_pids") or {}).items():
+            try:
+                os.kill(int(pid), 0)
+                alive[host] = True
+            except (ProcessLookupError, ValueError):
+                alive[host] = False
+        out["sshd"] = alive
+    return out
