@@ -1,0 +1,123 @@
+"""`fabriccheck lab up|down|status|faults`: the namespace lab (an emulated cluster, root only)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fabriccheck.cli.app import app, err, out, write_json
+from fabriccheck.errors import FabricCheckError
+
+lab_app = typer.Typer(
+    help="Emulated cluster on this machine: hosts in network namespaces with sshd, switches as "
+    "bridges, tc-shaped links, real faults. Needs root.",
+    no_args_is_help=True,
+)
+app.add_typer(lab_app, name="lab")
+
+_NAME = typer.Option("lab", "--name", help="Lab name (1-6 of a-z0-9); prefixes all it makes.")
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """A FabricCheckError becomes one error line (plus its hint) and its exit code."""
+    try:
+        yield
+    except FabricCheckError as exc:
+        err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True)
+        if exc.hint:
+            err.print(f"  hint: {exc.hint}", highlight=False, markup=False)
+        raise typer.Exit(exc.exit_code) from exc
+
+
+@lab_app.command("up")
+def up_cmd(
+    topology: str = typer.Argument(..., help="Tree-shaped topology file or bundled name (lab-4)."),
+    faults: Annotated[Path | None, typer.Option("--faults", help="Faults to make real.")] = None,
+    name: str = _NAME,
+    directory: Annotated[Path | None, typer.Option("--dir", help="Where client files go.")] = None,
+    rate_scale: float = typer.Option(1.0, "--rate-scale", help="Multiply every link rate."),
+    json_out: bool = typer.Option(False, "--json", help='Print {"dir", "inventory", ...}.'),
+) -> None:
+    """Build the lab (removing a stale one of the same name first)."""
+    from fabriccheck import lab
+
+    with _errors():
+        info = lab.up(topology, faults=faults, name=name, directory=directory,
+                      rate_scale=rate_scale)
+    if json_out:
+        write_json(info.to_json())
+        return
+    out.print(f"lab {info.name!r} up: {len(info.hosts)} hosts from {info.topology}")
+    for host, addr in info.hosts.items():
+        state = "sshd" if host in info.sshd_pids else "no sshd (unreachable)"
+        out.print(f"  {host:<12} {addr:<15} netns {info.netns[host]}  {state}")
+    for line in info.faults:
+        out.print(f"  fault: {line}")
+    out.print(f"inventory: {info.inventory}")
+    out.print(f"try:       ssh -F {info.dir}/ssh_config {next(iter(info.hosts))} hostname")
+
+
+@lab_app.command("down")
+def down_cmd(
+    name: str = _NAME,
+    json_out: bool = typer.Option(False, "--json", help="Print what was removed as JSON."),
+) -> None:
+    """Remove the lab: processes, namespaces, bridges, veths (also after a crash)."""
+    from fabriccheck import lab
+
+    with _errors():
+        removed = lab.down(name)
+    if json_out:
+        write_json({"name": name, "removed": removed})
+    else:
+        out.print(f"lab {name!r}: removed {len(removed)} item(s)" if removed
+                  else f"lab {name!r}: nothing to remove")
+
+
+@lab_app.command("status")
+def status_cmd(
+    name: str = _NAME,
+    json_out: bool = typer.Option(False, "--json", help="Print the status as JSON."),
+) -> None:
+    """Show what of the lab exists: namespaces, sshd per host, inventory."""
+    from fabriccheck import lab
+
+    with _errors():
+        st = lab.status(name)
+    if json_out:
+        write_json(st)
+        return
+    if not st["up"]:
+        out.print(f"lab {name!r} is not up")
+        return
+    out.print(f"lab {name!r} up: {len(st['netns'])} namespaces, dir {st['dir']}")
+    for host, alive in (st.get("sshd") or {}).items():
+        out.print(f"  {host:<12} sshd {'running' if alive else 'DEAD'}")
+    for f in st.get("faults") or []:
+        out.print(f"  fault: {f}")
+    if st.get("inventory"):
+        out.print(f"inventory: {st['inventory']}")
+
+
+@lab_app.command("faults")
+def faults_cmd(
+    faults: Annotated[Path | None, typer.Argument(help="Faults file; omit with --clear.")] = None,
+    name: str = _NAME,
+    clear: bool = typer.Option(False, "--clear", help="Remove every fault (heal the lab)."),
+) -> None:
+    """Replace the faults of a running lab without rebuilding it."""
+    from fabriccheck import lab
+    from fabriccheck.errors import ConfigError
+
+    with _errors():
+        if (faults is None) != clear:
+            raise ConfigError("give a faults file or --clear (not both)", field="faults")
+        info = lab.apply_faults(name, None if clear else faults)
+    err.print(f"lab {name!r}: {len(info.faults)} fault(s) active")
+    for line in info.faults:
+        out.print(f"  fault: {line}")
