@@ -20,13 +20,11 @@ app.add_typer(topology_app, name="topology")
 
 @contextmanager
 def _errors() -> Iterator[None]:
-    """A FabricCheckError becomes one error line (plus its hint) and its exit code."""
+    """A FabricCheckError becomes one error line (what, where, hint) and its exit code."""
     try:
         yield
     except FabricCheckError as exc:
-        err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True)
-        if exc.hint:
-            err.print(f"  hint: {exc.hint}", highlight=False, markup=False)
+        err.print(f"error: {exc}", highlight=False, markup=False)
         raise typer.Exit(exc.exit_code) from exc
 
 

@@ -111,6 +111,11 @@ def topology_from_dict(data: Any, *, source: str, require_tree: bool = False) ->
         topo = generate(top.data["generator"], name=name, fabric=fabric, source=source)
         if "gpus_per_node" not in top.data:
             gpus = topo.gpus_per_node
+        elif gpus != topo.gpus_per_node and "gpus_per_node" in top.data["generator"]:
+            raise top.error(
+                f"{gpus} differs from generator.gpus_per_node ({topo.gpus_per_node})",
+                "gpus_per_node", hint="give it once",
+            )
     else:
         topo = _explicit(top, name, fabric, gpus)
     topo.spec, topo.gpus_per_node, topo.source = spec, gpus, source

@@ -102,6 +102,8 @@ BAD = [
      "generator.nodes", "missing"),
     ("non-positive generator param", "name: g\nfabric: roce\ngenerator: {kind: rail-optimized, "
      "nodes: 0}\n", "generator.nodes", ">= 1"),
+    ("gpus given twice", "name: g\nfabric: roce\ngpus_per_node: 4\ngenerator: {kind: "
+     "rail-optimized, nodes: 8, gpus_per_node: 8, spines: 1}\n", "gpus_per_node", "differs"),
     ("generator without spines", "name: g\nfabric: roce\ngenerator: {kind: rail-optimized, "
      "nodes: 64, nodes_per_leaf: 32}\n", "generator.spines", "spine"),
 ]
@@ -127,7 +129,9 @@ def test_cli_validate_bad_file_exit_2(tmp_path, text, field, words):
     path = write(tmp_path, text)
     result = CliRunner().invoke(app, ["topology", "validate", str(path)])
     assert result.exit_code == 2, result.output
-    first = result.stderr.strip().splitlines()[0]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1  # what, where and the hint on one line
+    first = lines[0]
     assert first.startswith(f"error: {path}")
     assert words in first
 

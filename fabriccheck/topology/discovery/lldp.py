@@ -220,7 +220,9 @@ def import_lldp(
         A file is not LLDP output.
     """
     files = _files([Path(p) for p in paths])
-    build = FabricBuild(name=name or "lldp-import", fabric="roce")
+    given = [Path(p) for p in paths]
+    default = given[0].name if len(given) == 1 and given[0].is_dir() else "lldp-import"
+    build = FabricBuild(name=name or default, fabric="roce")
     hosts: dict[str, LldpHost] = {}
     for f in files:
         try:
