@@ -1,0 +1,52 @@
+"""Executor factory: ``--executor sim|ssh|ray`` to a ready :class:`~.base.Executor`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabriccheck.errors import ConfigError
+from fabriccheck.executors.base import Executor
+from fabriccheck.faults import FaultSet
+from fabriccheck.specs import TestSpec
+from fabriccheck.topology.model import Topology
+
+#: executor kinds this factory knows (each engineer adds their branch in make_executor)
+KNOWN_KINDS = ("sim",)
+
+
+def make_executor(
+    kind: str,
+    *,
+    topology: Topology,
+    spec: TestSpec | None = None,
+    faults: FaultSet | None = None,
+    seed: int = 0,
+    inventory: Any = None,
+    ray_address: str | None = None,
+    **opts: Any,
+) -> Executor:
+    """Build the executor named ``kind``.
+
+    Parameters
+    ----------
+    kind : str
+        ``sim`` (the embedded simulator); ``ssh`` and ``ray`` when their modules are present.
+    topology, spec, faults, seed
+        The fabric, the test spec, injected faults (simulator only) and the random seed.
+    inventory, ray_address, **opts
+        Backend-specific settings (hosts and credentials, Ray cluster address, ...).
+
+    Raises
+    ------
+    ConfigError
+        Unknown kind, or faults given to an executor that cannot inject them.
+    """
+    if kind == "sim":
+        from fabriccheck.executors.sim import SimExecutor
+
+        return SimExecutor(topology, spec, faults or FaultSet(), seed, **opts)
+    raise ConfigError(
+        f"unknown executor {kind!r}",
+        field="--executor",
+        hint=f"use one of: {', '.join(KNOWN_KINDS)}",
+    )

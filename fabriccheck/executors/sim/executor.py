@@ -1,0 +1,323 @@
+"""SimExecutor: the embedded fabric simulator behind ``--executor sim``.
+
+It runs a round of tests against a :class:`~fabriccheck.topology.model.Topology` with injected
+faults (:mod:`fabriccheck.faults`) and returns what the real tools would have printed, so the
+real parsers are on the path. The bandwidth model (paths, faults, max-min contention) is in
+:mod:`.model`; the text in :mod:`.tools` / :mod:`.render`.
+
+Measured values: a collective over R rails reaches busbw ``R × rate/8 × efficiency`` (rate = the
+test's per-flow Gb/s after contention; efficiency ~0.94 for all_reduce, so 8 × 400G gives ~376
+GB/s); a 1-node collective runs at the spec's ``intra_node_busbw_gbps`` (NVLink); ib_write_bw
+reports 0.98 × rate; iperf3 0.94 × rate; host-bound probes (iperf3, allreduce-cpu) are capped by
+the spec's ``expected`` value. Every measurement is × (1 + N(0, jitter)); with probability
+``glitch_rate`` a test is also × U(0.3, 0.7) (transient: a retest draws again).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from fabriccheck.errors import ConfigError
+from fabriccheck.executors.sim import render, tools
+from fabriccheck.executors.sim.model import Capacities, Hop, Router, max_min_rates, stable_hash
+from fabriccheck.faults import FaultSet
+from fabriccheck.models import PROBES, Flow, RawResult, Test, link_key, nic_node
+from fabriccheck.probes.commands import DEFAULT_PORT, CommandOptions, build_launch
+from fabriccheck.specs import ProbeSpec, TestSpec
+from fabriccheck.topology.model import Topology
+
+#: GPU name printed in nccl-tests rank lines, by SKU keyword
+GPU_NAMES = {"gb200": "NVIDIA GB200", "b200": "NVIDIA B200", "h200": "NVIDIA H200",
+             "h100": "NVIDIA H100 80GB HBM3", "a100": "NVIDIA A100-SXM4-80GB"}
+#: single-node all_reduce busbw (GB/s, NVLS) when the spec does not say
+INTRA_BUSBW_GBPS = {"gb200": 800.0, "b200": 800.0, "h200": 480.0, "h100": 480.0, "a100": 235.0}
+#: busbw per NIC as a fraction of line rate / 8 (tool-formats.md §5: 0.92-0.96)
+NCCL_EFFICIENCY = {"all_reduce": 0.94, "all_gather": 0.94, "reduce_scatter": 0.94,
+                   "alltoall": 0.85, "sendrecv": 0.92}
+#: single-node busbw of a collective relative to all_reduce (NVLS all_reduce ~480, ring ~370)
+ONE_NODE_RATIO = {"all_reduce": 1.0, "all_gather": 0.77, "reduce_scatter": 0.77,
+                  "alltoall": 0.77, "sendrecv": 0.77}
+IB_WRITE_BW_EFFICIENCY = 0.98
+IPERF3_EFFICIENCY = 0.94
+CPU_EFFICIENCY = 0.90
+CPU_INTRA_BUSBW_GBPS = 10.0
+SSH_CONNECT_TIMEOUT_S = 10.0
+DEFAULT_SIZE = {"nccl": 1 << 30, "allreduce-cpu": 1 << 26, "ib_write_bw": 65536, "iperf3": 131072}
+
+
+@dataclass
+class _Prep:
+    """One test on its way through a round (internal)."""
+
+    test: Test
+    flows: tuple[Flow, ...] = ()
+    hops: list[tuple[Hop, ...]] = field(default_factory=list)
+    state: str = "run"  # run | fail | hang | unreachable
+    unreachable: tuple[str, ...] = ()
+    broken: list[Flow] = field(default_factory=list)
+    rate_gbps: float = float("inf")
+
+
+class SimExecutor:
+    """Runs rounds of tests on a simulated fabric and returns the tools' real output formats.
+
+    Parameters
+    ----------
+    topology : Topology
+        The fabric.
+    spec : TestSpec, optional
+        Gives message sizes, GPUs per node, the NVLink busbw and host-bound caps.
+    faults : FaultSet, optional
+        Injected faults and noise; validated against ``topology`` unless ``validate=False``.
+    seed : int
+        Every random choice (ECMP hashing, noise, glitches, flapping) derives from it: same seed
+        and same rounds of tests give the same text.
+    """
+
+    name = "sim"
+
+    def __init__(self, topology: Topology, spec: TestSpec | None = None,
+                 faults: FaultSet | None = None, seed: int = 0, *, validate: bool = True,
+                 sku: str | None = None) -> None:
+        self.topology = topology
+        self.spec = spec
+        self.faults = faults or FaultSet()
+        if validate:
+            self.faults.validate(topology)
+        self.seed = seed
+        self.caps = Capacities.build(topology, self.faults)
+        self.router = Router(topology, seed)
+        self.round_no = 0
+        self.clock_s = 0.0
+        self._hop_cap: dict[Hop, float] = {}
+        self._node_idx = {n: i for i, n in enumerate(sorted(topology.nodes))}
+        sku_text = (sku or (spec.sku if spec else "") or "h100").lower()
+        key = next((k for k in GPU_NAMES if k in sku_text), "h100")
+        self.gpu_name = GPU_NAMES[key]
+        intra = getattr(spec, "intra_node_busbw_gbps", 0.0) if spec else 0.0
+        self.intra_busbw_gbps = float(intra) if intra and intra > 0 else INTRA_BUSBW_GBPS[key]
+        self.options = CommandOptions(gid_index=3 if topology.fabric == "roce" else None)
+
+    # ---- addresses ---------------------------------------------------------------------------
+    def nic_ip(self, endpoint: str) -> str:
+        """A stable IPv4 address per NIC: ``10.<rail+1>.<hi>.<lo>`` of the node's index."""
+        i = self._node_idx.get(nic_node(endpoint), 0) + 1
+        return f"10.{self.nic_rail(endpoint) % 250 + 1}.{i // 256}.{i % 256}"
+
+    def nic_rail(self, endpoint: str) -> int:
+        nic = self.topology.nics.get(endpoint)
+        return nic.rail if nic is not None else 0
+
+    def nic_lid(self, endpoint: str) -> int:
+        i = self._node_idx.get(nic_node(endpoint), 0)
+        return (i * max(1, self.topology.rails) + self.nic_rail(endpoint)) % 0xBFFE + 1
+
+    # ---- executor contract -------------------------------------------------------------------
+    def run_round(self, tests: Sequence[Test]) -> list[RawResult]:
+        """Run ``tests`` at the same time; one RawResult per test, in order."""
+        self.round_no += 1
+        preps = [self._prepare(t) for t in tests]
+        running = sorted((p for p in preps if p.state == "run" and p.hops),
+                         key=lambda p: p.test.test_id)
+        units = []
+        for p in running:
+            hops = [h for path in p.hops for h in path]
+            for h in hops:
+                if h not in self._hop_cap:
+                    self._hop_cap[h] = self.caps.link_gbps[link_key(*h)]
+            units.append(hops)
+        for p, rate in zip(running, max_min_rates(units, self._hop_cap), strict=True):
+            p.rate_gbps = rate
+        ctx = tools.ToolContext(
+            seed=self.seed, round_no=self.round_no, clock_s=self.clock_s, nic_ip=self.nic_ip,
+            nic_lid=self.nic_lid, nic_rail=self.nic_rail,
+            link_type="IB" if self.topology.fabric == "infiniband" else "Ethernet",
+            gpu_name=self.gpu_name,
+        )
+        out = [self._finish(p, ctx) for p in preps]
+        self.clock_s += max((r.duration_s for r in out), default=0.0)
+        return out
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # ---- per test ----------------------------------------------------------------------------
+    def _probe_spec(self, probe: str, k: int, collective: str | None) -> ProbeSpec | None:
+        if self.spec is None:
+            return None
+        try:
+            return self.spec.lookup(probe, k, collective)
+        except ConfigError:
+            return None
+
+    def _fill(self, test: Test) -> Test:
+        """The test with every parameter the tools need made explicit."""
+        if test.probe not in PROBES:
+            raise ConfigError(f"test {test.test_id}: unknown probe {test.probe!r}",
+                              hint=f"use one of {', '.join(PROBES)}")
+        missing = [n for n in test.nodes if n not in self.topology.nodes]
+        if missing:
+            raise ConfigError(f"test {test.test_id}: node {missing[0]!r} is not in topology "
+                              f"{self.topology.name!r}")
+        p = dict(test.params)
+        collective = p.setdefault("collective", "all_reduce")
+        if test.probe in ("nccl", "allreduce-cpu") and collective not in render.BUSBW_FACTOR:
+            raise ConfigError(f"test {test.test_id}: unknown collective {collective!r}",
+                              hint=f"use one of {', '.join(render.BUSBW_FACTOR)}")
+        ps = self._probe_spec(test.probe, len(test.nodes),
+                              collective if test.probe == "nccl" else None)
+        if "size_bytes" not in p:
+            p["size_bytes"] = ps.size_bytes if ps else DEFAULT_SIZE[test.probe]
+        if test.probe == "allreduce-cpu":
+            p.setdefault("gpus_per_node", 1)
+        elif "gpus_per_node" not in p:
+            spec_g = self.spec.gpus_per_node if self.spec else 0
+            p["gpus_per_node"] = spec_g or self.topology.nodes[test.nodes[0]].gpus or 8
+        return replace(test, params=p, flows=test.flows or self._default_flows(test, p))
+
+    def _default_flows(self, test: Test, params: dict) -> tuple[Flow, ...]:
+        """Convention flows when a planner gave none: ring edges per rail, or one NIC pair."""
+        k = len(test.nodes)
+        if k < 2:
+            return ()
+        first = self.topology.nodes[test.nodes[0]]
+        rails = tuple(params.get("rails") or sorted(n.rail for n in first.nics))
+        nic = self.topology.nic
+        if test.probe in ("ib_write_bw", "iperf3"):
+            return (Flow(nic(test.nodes[0], rails[0]), nic(test.nodes[1], rails[0])),)
+        if k == 2:
+            return tuple(f for r in rails for f in (
+                Flow(nic(test.nodes[0], r), nic(test.nodes[1], r)),
+                Flow(nic(test.nodes[1], r), nic(test.nodes[0], r))))
+        return tuple(Flow(nic(test.nodes[i], r), nic(test.nodes[(i + 1) % k], r))
+                     for r in rails for i in range(k))
+
+    def _prepare(self, test: Test) -> _Prep:
+        test = self._fill(test)
+        prep = _Prep(test=test, flows=test.flows)
+        caps = self.caps
+        prep.unreachable = tuple(n for n in test.nodes if n in caps.unreachable)
+        if prep.unreachable:
+            prep.state = "unreachable"
+            return prep
+        if any(n in caps.hung for n in test.nodes):
+            prep.state = "hang"
+            return prep
+        flap_fired: dict = {}
+        for flow in prep.flows:
+            hops = self.router.hops(flow, test.test_id)
+            broken = hops is None
+            for h in hops or ():
+                key = link_key(*h)
+                if caps.link_gbps[key] <= 0:
+                    broken = True
+                p = caps.flapping.get(key)
+                if p is not None:
+                    if key not in flap_fired:
+                        u = stable_hash(self.seed, self.round_no, test.test_id, "flap", *key)
+                        flap_fired[key] = u / 2.0**64 < p
+                    broken = broken or flap_fired[key]
+            if broken:
+                prep.broken.append(flow)
+            else:
+                prep.hops.append(hops)  # type: ignore[arg-type]
+        if prep.broken:
+            prep.state = "fail"
+            prep.hops = []
+        return prep
+
+    def _noise(self, test: Test) -> tuple[float, random.Random]:
+        rng = random.Random(stable_hash(self.seed, self.round_no, test.test_id, "noise"))
+        noise = self.faults.noise
+        m = max(0.05, 1.0 + rng.gauss(0.0, noise.jitter)) if noise.jitter else 1.0
+        if noise.glitch_rate and rng.random() < noise.glitch_rate:
+            m *= rng.uniform(0.3, 0.7)
+        return m, rng
+
+    def _node_factor(self, nodes: Sequence[str]) -> float:
+        return min((self.caps.node_factor.get(n, 1.0) for n in nodes), default=1.0)
+
+    def _host_cap(self, test: Test) -> float:
+        """Host-side bound (CPU, TCP stack) of iperf3 / allreduce-cpu: the spec's expected."""
+        ps = self._probe_spec(test.probe, len(test.nodes), None)
+        if ps is not None and ps.expected:
+            return ps.expected * self._node_factor(test.nodes)
+        return float("inf")
+
+    def _rate(self, prep: _Prep) -> float:
+        if prep.rate_gbps != float("inf"):
+            return prep.rate_gbps
+        nics = [self.topology.nics[e].gbps for f in prep.flows for e in (f.src, f.dst)]
+        return min(nics, default=0.0) * self._node_factor(prep.test.nodes)
+
+    def _finish(self, prep: _Prep, ctx: tools.ToolContext) -> RawResult:
+        test = prep.test
+        port = DEFAULT_PORT + stable_hash(test.test_id) % 2000
+        ips = {e: self.nic_ip(e) for f in prep.flows for e in (f.src, f.dst)}
+        for node in test.nodes:
+            for n in self.topology.nodes[node].nics:
+                ips.setdefault(n.endpoint, self.nic_ip(n.endpoint))
+        commands = build_launch(test, ips, port=port, options=self.options).rendered
+        if prep.state == "unreachable":
+            stderr = "".join(f"ssh: connect to host {h} port 22: No route to host\n"
+                             for h in prep.unreachable)
+            return RawResult(test.test_id, stderr=stderr, exit_code=255,
+                             duration_s=SSH_CONNECT_TIMEOUT_S, unreachable=prep.unreachable,
+                             commands=commands)
+        if prep.state == "hang":
+            return RawResult(test.test_id, exit_code=None, duration_s=test.timeout_s,
+                             timed_out=True, commands=commands)
+        run = self._run_tool(prep, ctx, port)
+        return RawResult(test.test_id, stdout=run.stdout, stderr=run.stderr,
+                         exit_code=run.exit_code, duration_s=run.duration_s,
+                         timed_out=run.timed_out, commands=commands)
+
+    def _run_tool(self, prep: _Prep, ctx: tools.ToolContext, port: int) -> tools.ToolRun:
+        test, p = prep.test, prep.test.params
+        failed = prep.state == "fail"
+        noise, rng = (1.0, random.Random(0)) if failed else self._noise(test)
+        jitter = self.faults.noise.jitter
+        if test.probe in ("nccl", "allreduce-cpu"):
+            cpu = test.probe == "allreduce-cpu"
+            coll = p["collective"]
+            shape = tools.NcclShape(
+                collective=coll, gpus_per_node=int(p["gpus_per_node"]),
+                min_bytes=int(p.get("min_bytes", p["size_bytes"])),
+                max_bytes=int(p["size_bytes"]), iters=int(p.get("iters", 20)),
+            )
+            if failed:
+                return tools.run_nccl_failure(test, ctx, shape, prep.broken, cpu=cpu)
+            return tools.run_nccl(test, ctx, shape, busbw_gbps=self._busbw(prep) * noise,
+                                  jitter=jitter, rng=rng, cpu=cpu)
+        flow = prep.flows[0]
+        if test.probe == "ib_write_bw":
+            bw = None if failed else self._rate(prep) * IB_WRITE_BW_EFFICIENCY * noise
+            duration = float(p["duration_s"]) if "duration_s" in p else None
+            return tools.run_ib_write_bw(test, ctx, flow, bw_gbps=bw,
+                                         size_bytes=int(p["size_bytes"]), duration_s=duration,
+                                         iters=int(p.get("iters", 5000)))
+        bw = None
+        if not failed:
+            bw = min(self._rate(prep) * IPERF3_EFFICIENCY, self._host_cap(test)) * noise
+        return tools.run_iperf3(test, ctx, flow, bw_gbps=bw,
+                                duration_s=float(p.get("duration_s", 5.0)),
+                                streams=int(p.get("streams", 1)), jitter=jitter, rng=rng,
+                                port=port)
+
+    def _busbw(self, prep: _Prep) -> float:
+        """Noise-free asymptotic busbw (GB/s) of a collective test."""
+        test = prep.test
+        coll = test.params["collective"]
+        if test.probe == "allreduce-cpu":
+            if len(test.nodes) == 1:
+                cap = self._host_cap(test)
+                return (cap if cap != float("inf") else
+                        CPU_INTRA_BUSBW_GBPS * self._node_factor(test.nodes))
+            rails = len({self.nic_rail(f.src) for f in prep.flows}) or 1
+            return min(rails * self._rate(prep) / 8 * CPU_EFFICIENCY, self._host_cap(test))
+        if len(test.nodes) == 1:
+            return self.intra_busbw_gbps * ONE_NODE_RATIO[coll] * self._node_factor(test.nodes)
+        rails = len({self.nic_rail(f.src) for f in prep.flows}) or 1
+        return rails * self._rate(prep) / 8 * NCCL_EFFICIENCY[coll]

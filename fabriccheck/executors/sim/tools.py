@@ -1,0 +1,293 @@
+"""One simulated tool run: from a modelled bandwidth (or a failure) to text, exit code and time.
+
+Each ``run_<probe>`` takes the test, the :class:`ToolContext` and what the model decided (the
+measured asymptotic bandwidth, or the flows that broke) and returns a :class:`ToolRun`.
+Timing model: nccl-tests rows take ``lat + size/algbw`` per iteration (``warmup + iters`` of them,
+out-of-place and in-place) plus launch time; perftest/iperf3 take their duration plus setup.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from fabriccheck.executors.sim import render
+from fabriccheck.executors.sim.model import stable_hash
+from fabriccheck.models import Flow, Test, nic_node
+
+NCCL_LAUNCH_S = 2.0  # mpirun start + NCCL init
+NCCL_FAIL_AFTER_S = 25.0  # IB retry counter exhausted (NCCL_IB_TIMEOUT/RETRY_CNT defaults)
+PERFTEST_SETUP_S = 1.5
+IPERF3_SETUP_S = 0.5
+BASE_UNIX_S = 1_798_761_600  # 2027-01-01T00:00:00Z: the simulated clock's origin
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    stdout: str
+    stderr: str = ""
+    exit_code: int | None = 0
+    duration_s: float = 0.0
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What text rendering needs besides the test: addresses, GPU name, seed, simulated time."""
+
+    seed: int
+    round_no: int
+    clock_s: float
+    nic_ip: Callable[[str], str]
+    nic_lid: Callable[[str], int]
+    nic_rail: Callable[[str], int]
+    link_type: str  # IB | Ethernet
+    gpu_name: str
+
+
+def _pid(ctx: ToolContext, test: Test, host: str, i: int = 0) -> int:
+    return 2000 + stable_hash(ctx.seed, ctx.round_no, test.test_id, host, i) % 900_000
+
+
+def _nic_name(endpoint: str) -> str:
+    return endpoint.split("/", 1)[1]
+
+
+# ---- nccl-tests (and allreduce-cpu, which prints the same table) ---------------------------
+@dataclass(frozen=True)
+class NcclShape:
+    collective: str
+    gpus_per_node: int
+    min_bytes: int
+    max_bytes: int
+    iters: int
+    warmup: int = 1
+
+    def sizes(self) -> list[int]:
+        out, s = [], max(1, self.min_bytes)
+        while s <= self.max_bytes and len(out) < 64:
+            out.append(s)
+            s *= 2
+        return out or [self.max_bytes]
+
+
+def _ranks(test: Test, ctx: ToolContext, shape: NcclShape, cpu: bool) -> list[render.NcclRank]:
+    g = max(1, shape.gpus_per_node)
+    ranks = []
+    for node in test.nodes:
+        for d in range(g):
+            pid = _pid(ctx, test, node, d)  # one process per GPU (mpirun -np N ... -g 1)
+            bus = "00" if cpu else render.GPU_BUS_IDS[d % len(render.GPU_BUS_IDS)]
+            ranks.append(render.NcclRank(node, pid, d, bus, ctx.gpu_name))
+    return ranks
+
+
+def _count(collective: str, size: int, n: int) -> int:
+    count = size // 4
+    return count // n if collective in ("all_gather", "alltoall", "reduce_scatter") else count
+
+
+def _latency_us(nodes: int) -> float:
+    return 20.0 if nodes == 1 else 60.0 + 20.0 * (nodes - 1).bit_length()
+
+
+def run_nccl(
+    test: Test, ctx: ToolContext, shape: NcclShape, *, busbw_gbps: float, jitter: float,
+    rng: random.Random, cpu: bool = False,
+) -> ToolRun:
+    """A complete table whose busbw approaches ``busbw_gbps`` at large sizes.
+
+    Stops early (``timed_out``) when the simulated time passes ``test.timeout_s``.
+    """
+    ranks = _ranks(test, ctx, shape, cpu)
+    n = len(ranks)
+    factor = render.BUSBW_FACTOR[shape.collective](n) if n > 1 else 0.0
+    algbw_peak = busbw_gbps / factor if factor > 0 else busbw_gbps
+    lat = _latency_us(len(test.nodes))
+    lines = render.render_nccl_header(
+        shape.collective, ranks, n_gpus=1, min_bytes=shape.min_bytes,
+        max_bytes=shape.max_bytes, warmup=shape.warmup, iters=shape.iters,
+    )
+    elapsed = NCCL_LAUNCH_S
+    rows = []
+    for size in shape.sizes():
+        halves = []
+        for _ in range(2):
+            wobble = max(0.05, 1.0 + rng.gauss(0.0, jitter / 4))
+            t_us = lat + size / (algbw_peak * 1e3 * wobble) if algbw_peak > 0 else 1e12
+            alg = size / t_us / 1e3
+            halves.append((t_us, alg, alg * factor))
+        elapsed += (shape.warmup + shape.iters) * (halves[0][0] + halves[1][0]) / 1e6
+        if elapsed > test.timeout_s:
+            return ToolRun("\n".join(lines) + "\n", exit_code=None, duration_s=test.timeout_s,
+                           timed_out=True)
+        row = render.NcclRow(size, _count(shape.collective, size, n), *halves[0], *halves[1])
+        rows.append(row)
+        lines.append(render.render_nccl_row(shape.collective, row))
+    lines += render.render_nccl_footer(shape.collective, rows)
+    return ToolRun("\n".join(lines), exit_code=0, duration_s=round(elapsed, 3))
+
+
+def run_nccl_failure(
+    test: Test, ctx: ToolContext, shape: NcclShape, broken: Sequence[Flow], *, cpu: bool = False
+) -> ToolRun:
+    """Header, then NCCL WARN completion errors from both ends of each broken flow (host and
+    hca named), ``Test NCCL failure`` lines, and Open MPI's abort banner; exit code 3."""
+    ranks = _ranks(test, ctx, shape, cpu)
+    lines = render.render_nccl_header(
+        shape.collective, ranks, n_gpus=1, min_bytes=shape.min_bytes,
+        max_bytes=shape.max_bytes, warmup=shape.warmup, iters=shape.iters,
+    )
+    hosts: list[str] = []
+    for k, flow in enumerate(broken[:16]):
+        for end, peer, direction in ((flow.src, flow.dst, "Send"), (flow.dst, flow.src, "Recv")):
+            host = nic_node(end)
+            gpu = ctx.nic_rail(end) % max(1, shape.gpus_per_node)  # rail r serves GPU r
+            lines += render.render_ib_warn(
+                host, _pid(ctx, test, host, gpu), _pid(ctx, test, host, 100 + gpu), gpu,
+                peer_ip=ctx.nic_ip(peer), port=40000 + stable_hash(ctx.seed, test.test_id, k)
+                % 20000, hca=_nic_name(end), local_ip=ctx.nic_ip(end), direction=direction,
+            )
+            if host not in hosts:
+                hosts.append(host)
+    first = broken[0]
+    reason = (f"NET/IB : Got completion from peer {ctx.nic_ip(first.dst)} with status=12 "
+              f"opcode=0 len=0 vendor err 129 (Send) hca {_nic_name(first.src)}")
+    for host in hosts:
+        lines += render.render_nccl_failure(host, _pid(ctx, test, host, 0), reason)
+    rank = test.nodes.index(hosts[0]) * max(1, shape.gpus_per_node) if hosts[0] in test.nodes \
+        else 0
+    duration = min(NCCL_LAUNCH_S + NCCL_FAIL_AFTER_S, test.timeout_s)
+    return ToolRun("\n".join(lines) + "\n", stderr=render.render_mpirun_abort(rank, 3),
+                   exit_code=3, duration_s=duration)
+
+
+# ---- perftest ------------------------------------------------------------------------------
+def _perftest_header(test: Test, ctx: ToolContext, flow: Flow, duration_mode: bool) -> list[str]:
+    h = stable_hash(ctx.seed, ctx.round_no, test.test_id, "qp")
+    return render.render_perftest_header(
+        device=_nic_name(flow.src), link_type=ctx.link_type,
+        qpn=0x40 + h % 0x4000, psn=h % 0xFFFFFF, rqpn=0x40 + (h >> 16) % 0x4000,
+        rpsn=(h >> 24) % 0xFFFFFF, vaddr=0x7F0000000000 + ((h >> 8) % 0xFFFFFF) * 0x1000,
+        rvaddr=0x7F0000000000 + ((h >> 32) % 0xFFFFFF) * 0x1000,
+        lid=ctx.nic_lid(flow.src), rlid=ctx.nic_lid(flow.dst),
+        local_ip=ctx.nic_ip(flow.src), remote_ip=ctx.nic_ip(flow.dst), duration_mode=duration_mode,
+    )
+
+
+def run_ib_write_bw(
+    test: Test, ctx: ToolContext, flow: Flow, *, bw_gbps: float | None, size_bytes: int,
+    duration_s: float | None, iters: int,
+) -> ToolRun:
+    """Client output for ``ib_write_bw --report_gbits``; ``bw_gbps=None`` means the work
+    requests completed with status 12 (retry exceeded): errors on stderr, exit code 1."""
+    lines = _perftest_header(test, ctx, flow, duration_s is not None)
+    lines.append(render.render_perftest_table_header())
+    if bw_gbps is None:
+        err = render.render_perftest_completion_error(128)
+        return ToolRun("\n".join(lines) + "\n", stderr="\n".join(err) + "\n", exit_code=1,
+                       duration_s=PERFTEST_SETUP_S + 8.0)
+    msg_rate = bw_gbps * 1e9 / 8 / size_bytes / 1e6
+    if duration_s is not None:
+        run_s = duration_s
+        count = int(bw_gbps * 1e9 / 8 / size_bytes * duration_s)
+        peak = 0.0
+    else:
+        count = iters
+        run_s = iters * size_bytes * 8 / (bw_gbps * 1e9) if bw_gbps > 0 else test.timeout_s
+        peak = bw_gbps * 1.0005
+    if PERFTEST_SETUP_S + run_s > test.timeout_s:
+        return ToolRun("\n".join(lines) + "\n", exit_code=None, duration_s=test.timeout_s,
+                       timed_out=True)
+    lines.append(render.render_perftest_row(size_bytes, count, peak, bw_gbps, msg_rate))
+    lines.append(render.SEP87)
+    return ToolRun("\n".join(lines) + "\n", exit_code=0,
+                   duration_s=round(PERFTEST_SETUP_S + run_s, 3))
+
+
+# ---- iperf3 --------------------------------------------------------------------------------
+def _iperf3_start(test: Test, ctx: ToolContext, flow: Flow, duration_s: float, streams: int,
+                  connected: bool, port: int) -> dict:
+    h = stable_hash(ctx.seed, ctx.round_no, test.test_id, "iperf3")
+    now = int(BASE_UNIX_S + ctx.clock_s)
+    start: dict = {}
+    if connected:
+        start["connected"] = [
+            {"socket": 5 + 2 * i, "local_host": ctx.nic_ip(flow.src),
+             "local_port": 40000 + (h + i) % 20000, "remote_host": ctx.nic_ip(flow.dst),
+             "remote_port": port}
+            for i in range(streams)
+        ]
+    start.update({
+        "version": "iperf 3.12",
+        "system_info": f"Linux {nic_node(flow.src)} 6.1.0-27-amd64 #1 SMP PREEMPT_DYNAMIC "
+                       "Debian 6.1.115-1 (2024-11-01) x86_64",
+        "timestamp": {"time": _http_date(now), "timesecs": now},
+        "connecting_to": {"host": ctx.nic_ip(flow.dst), "port": port},
+        "cookie": f"{h:016x}{h >> 3:016x}"[:36],
+        "tcp_mss_default": 1448, "target_bitrate": 0, "fq_rate": 0,
+        "sock_bufsize": 0, "sndbuf_actual": 16384, "rcvbuf_actual": 131072,
+    })
+    if connected:
+        start["test_start"] = {
+            "protocol": "TCP", "num_streams": streams, "blksize": 131072, "omit": 0,
+            "duration": int(duration_s), "bytes": 0, "blocks": 0, "reverse": 0, "tos": 0,
+            "target_bitrate": 0, "bidir": 0, "fqrate": 0,
+        }
+    return start
+
+
+def _http_date(unix_s: int) -> str:
+    import email.utils
+
+    return email.utils.formatdate(unix_s, usegmt=True).replace("GMT", "UTC")
+
+
+def run_iperf3(
+    test: Test, ctx: ToolContext, flow: Flow, *, bw_gbps: float | None, duration_s: float,
+    streams: int, jitter: float, rng: random.Random, port: int = 5201,
+) -> ToolRun:
+    """``iperf3 -J`` client JSON; ``bw_gbps=None``: the connection never came up (exit 1)."""
+    if bw_gbps is None:
+        doc = {"start": _iperf3_start(test, ctx, flow, duration_s, streams, False, port),
+               "intervals": [], "end": {},
+               "error": "unable to connect to server - server may have stopped running or use "
+                        "a different port, firewall issue, etc.: Connection timed out"}
+        return ToolRun(render.iperf3_json(doc), exit_code=1, duration_s=IPERF3_SETUP_S + 30.0)
+    secs = max(1, int(round(duration_s)))
+    intervals, total = [], 0
+    for i in range(secs):
+        bps = bw_gbps * 1e9 * max(0.05, 1 + rng.gauss(0.0, jitter / 4))
+        nbytes = int(bps / 8)
+        total += nbytes
+        per = [{"socket": 5 + 2 * j, "start": float(i), "end": float(i + 1), "seconds": 1.0,
+                "bytes": nbytes // streams, "bits_per_second": bps / streams, "retransmits": 0,
+                "snd_cwnd": 3_145_728, "rtt": 48, "rttvar": 6, "pmtu": 9000,
+                "omitted": False, "sender": True} for j in range(streams)]
+        sums = {"start": float(i), "end": float(i + 1), "seconds": 1.0, "bytes": nbytes,
+                "bits_per_second": bps, "retransmits": 0, "omitted": False, "sender": True}
+        intervals.append({"streams": per, "sum": sums})
+    sent_bps = total * 8 / secs
+    recv_bytes = int(total * 0.9998)
+    sender = {"socket": 5, "start": 0, "end": float(secs), "seconds": float(secs), "bytes": total,
+              "bits_per_second": sent_bps, "retransmits": 0, "max_snd_cwnd": 3_145_728,
+              "max_rtt": 120, "min_rtt": 21, "mean_rtt": 48, "sender": True}
+    receiver = {"socket": 5, "start": 0, "end": secs + 0.000412, "seconds": float(secs),
+                "bytes": recv_bytes, "bits_per_second": recv_bytes * 8 / (secs + 0.000412),
+                "sender": True}
+    end = {
+        "streams": [{"sender": sender, "receiver": receiver}],
+        "sum_sent": {k: sender[k] for k in ("start", "end", "seconds", "bytes",
+                                             "bits_per_second", "retransmits", "sender")},
+        "sum_received": {k: receiver[k] for k in ("start", "end", "seconds", "bytes",
+                                                   "bits_per_second", "sender")},
+        "cpu_utilization_percent": {"host_total": 38.2, "host_user": 1.1, "host_system": 37.1,
+                                    "remote_total": 21.4, "remote_user": 0.4,
+                                    "remote_system": 21.0},
+        "sender_tcp_congestion": "cubic", "receiver_tcp_congestion": "cubic",
+    }
+    doc = {"start": _iperf3_start(test, ctx, flow, duration_s, streams, True, port),
+           "intervals": intervals, "end": end}
+    return ToolRun(render.iperf3_json(doc), exit_code=0,
+                   duration_s=round(IPERF3_SETUP_S + secs, 3))
