@@ -1,0 +1,101 @@
+"""iperf3 parser: every shared JSON and text fixture, asserting the reported numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabriccheck.probes.iperf3 import parse_iperf3
+from tests.conftest import read_fixture
+
+
+def _parse(name: str):
+    return parse_iperf3(read_fixture("iperf3/" + name))
+
+
+def test_json_tcp_1stream_with_omitted_intervals():
+    r = _parse("iperf3_J_tcp_1stream_v3.9_omit3_cross_cloud_client.txt")
+    assert r.status == "ok" and r.protocol == "TCP" and r.streams == 1
+    assert r.sent_gbps == pytest.approx(0.146801271, rel=1e-6)
+    assert r.received_gbps == pytest.approx(0.147130623, rel=1e-6)
+    assert r.retransmits == 196 and r.duration_s == pytest.approx(9.999957)
+    assert r.bw_gbps == r.received_gbps
+
+
+def test_json_bytes_mode():
+    r = _parse("iperf3_J_v3.6_tcp_bytes_mode_200MB_client.txt")
+    assert r.status == "ok"
+    assert r.sent_gbps == pytest.approx(0.102028493, rel=1e-6)
+    assert r.received_gbps == pytest.approx(0.100334486, rel=1e-6)
+    assert r.retransmits == 0 and r.duration_s == pytest.approx(16.448756, rel=1e-6)
+
+
+def test_json_received_zero_is_reported_not_hidden():
+    r = _parse("iperf3_J_v3.9_tcp_10KB_bytes_mode_received_zero.txt")
+    assert r.status == "ok"
+    assert r.received_gbps == 0.0 and r.sent_gbps == pytest.approx(0.348884956, rel=1e-6)
+
+
+def test_json_error_control_socket():
+    r = _parse("iperf3_J_v3.6_error_control_socket_closed.txt")
+    assert r.status == "failed"
+    (e,) = r.errors
+    assert e.kind == "connect" and e.message == "error - control socket has closed unexpectedly"
+    assert e.peer == "34.134.37.72" and r.sent_gbps is None
+
+
+def test_json_aborted_after_connect_is_incomplete():
+    r = _parse("iperf3_J_v3.9_no_test_start_empty_intervals.txt")
+    assert r.status == "incomplete" and not r.errors and r.sent_gbps is None
+    assert r.streams == 1  # one connected socket
+
+
+def test_text_1stream_omitted_intervals():
+    r = _parse("iperf3_text_client_tcp_1stream_omit_sender_receiver.txt")
+    assert r.status == "ok"
+    assert (r.sent_gbps, r.received_gbps, r.retransmits, r.streams) == (0.133, 0.133, 153, 1)
+
+
+def test_text_zerocopy_retransmits():
+    r = _parse("iperf3_text_client_zerocopy_40g_retransmits.txt")
+    assert (r.status, r.sent_gbps, r.received_gbps, r.retransmits) == ("ok", 36.7, 36.7, 3148)
+    assert r.duration_s == 10.0
+
+
+def test_text_parallel_streams_use_sum_lines():
+    r = _parse("iperf3_text_client_P3_loopback_sum_lines.txt")
+    assert r.status == "ok" and r.streams == 3
+    assert (r.sent_gbps, r.received_gbps, r.retransmits) == (22.3, 22.2, 0)
+
+
+def test_text_sum_lines_only():
+    r = _parse("iperf3_text_client_P16_sum_lines_only_excerpt.txt")
+    assert (r.status, r.sent_gbps, r.received_gbps, r.retransmits) == ("ok", 35.2, 35.2, 0)
+    assert r.duration_s == 30.0
+
+
+def test_truncated_json_and_text_errors():
+    full = read_fixture("iperf3/iperf3_J_tcp_1stream_v3.9_omit3_cross_cloud_client.txt")
+    cut = parse_iperf3(full[: len(full) // 2])
+    assert cut.status == "incomplete" and "JSON" in cut.reason
+    err = parse_iperf3("iperf3: error - unable to connect to server: Connection refused\n")
+    assert err.status == "failed" and err.errors[0].kind == "connect"
+    busy = parse_iperf3("iperf3: error - the server is busy running a test. try again later\n")
+    assert busy.errors[0].kind == "busy"
+
+
+def test_udp_json_sum():
+    text = ('{"start": {"test_start": {"protocol": "UDP", "num_streams": 1}}, "intervals": [],'
+            ' "end": {"sum": {"seconds": 10.0, "bits_per_second": 1e9, "lost_percent": 5.0}}}')
+    r = parse_iperf3(text)
+    assert r.status == "ok" and r.protocol == "UDP" and r.lost_percent == 5.0
+    assert r.sent_gbps == 1.0 and r.received_gbps == pytest.approx(0.95)
+
+
+@pytest.mark.parametrize("text, status", [
+    ("", "incomplete"), ("hello\n", "unparseable"), ("[1, 2]", "unparseable"),
+    ('{"foo": 1}', "unparseable"),
+    ("Connecting to host 10.0.0.2, port 5201\n[  5] local 10.0.0.1 port 1 connected\n",
+     "incomplete"),
+])  # fmt: skip
+def test_empty_garbage_and_hung(text, status):
+    assert parse_iperf3(text).status == status
