@@ -9,7 +9,7 @@ partners is ``bad`` (two pieces of evidence), failing once is ``suspect``; the r
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from fabriccheck.models import Flow, Observation, RawResult, RunResult, Test, Verdict
 
@@ -29,9 +29,12 @@ def build_run(
     seed: int = 0,
     jitter: float = 0.02,
     mode: str = "sweep",
+    nic_of: Callable[[str], str] | None = None,
 ) -> RunResult:
     """A two-round sweep over ``names`` (even count). ``node_gbps`` overrides a node's speed;
-    ``glitch_tests`` makes the test of ``(round, node)`` spuriously low once."""
+    ``glitch_tests`` makes the test of ``(round, node)`` spuriously low once; ``nic_of`` names
+    the NIC endpoint a node tests with (default ``node/mlx5_0``)."""
+    nic_of = nic_of or (lambda n: f"{n}/mlx5_0")
     rng = random.Random(seed)
     speeds = {n: NOMINAL_GBPS for n in names}
     speeds.update(node_gbps or {})
@@ -57,7 +60,7 @@ def build_run(
                 value *= 0.3
             status = "pass" if value >= FLOOR_GBPS else "fail"
             test = Test(
-                tid, "ib_write_bw", (a, b), (Flow(f"{a}/mlx5_0", f"{b}/mlx5_0"),), round=rnd,
+                tid, "ib_write_bw", (a, b), (Flow(nic_of(a), nic_of(b)),), round=rnd,
                 params={"size_bytes": 1 << 20},
             )  # fmt: skip
             raw = RawResult(tid, stdout=f" 1048576 5000 {value:.2f} {value:.2f} 0.04\n")
