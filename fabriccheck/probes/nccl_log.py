@@ -129,7 +129,7 @@ def _feed(st: _State, line: str, lineno: int) -> None:
     s = line.strip()
     if not s:
         return
-    sys_m = _SYSLOG_RE.match(s)
+    sys_m = _SYSLOG_RE.match(s) if s[0].isalnum() else None
     sys_host = sys_m["host"] if sys_m else None
     if sys_host:
         st.hosts.append(sys_host)
@@ -152,11 +152,12 @@ def _feed(st: _State, line: str, lineno: int) -> None:
             st.errors.append(ToolError(m["what"].lower(), f"Test {m['what']} failure: {m['msg']}",
                                        host=m["host"], line=lineno))
             return
-    m = _RANK_LINE_RE.match(s)
+    m = _RANK_LINE_RE.match(s) if "Rank" in s else None
     if m:
         st.ranks.setdefault(int(m.group(1)), m.group(2))
         return
-    _feed_kernel(st, s, sys_host, lineno)
+    if "NVRM" in s or "Xid" in s or "segfault" in s or "mlx5_core" in s or "nvidia" in s:
+        _feed_kernel(st, s, sys_host, lineno)
     _feed_pytorch(st, s, lineno)
 
 

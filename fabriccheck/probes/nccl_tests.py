@@ -130,6 +130,8 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
         if m:
             _feed_nccl_line(st, m, lineno)
             return True
+    if s[0].isdigit() and _feed_row(st, s, lineno):  # the common line first
+        return True
     if _feed_meta(st, s, lineno) or _feed_row(st, s, lineno):
         return True
     if _USAGE_RE.search(s):
