@@ -79,6 +79,17 @@ class SlurmNodeState:
         return self.base == "idle" and not (self.flags - allowed)
 
 
+def is_drained_idle(st: SlurmNodeState) -> bool:
+    """Drained with nothing running (``drained``, ``IDLE+DRAIN``): safe to test for recovery.
+
+    >>> is_drained_idle(parse_state("n", "drained")), is_drained_idle(parse_state("n", "draining"))
+    (True, False)
+    """
+    if st.base == "drained":
+        return not (st.flags - HARMLESS_FLAGS)
+    return st.base == "idle" and not (st.flags - HARMLESS_FLAGS - {"drain"})
+
+
 def parse_state(node: str, state: str) -> SlurmNodeState:
     """Normalize a state as printed by ``sinfo`` (``idle*``, ``drained``, ``alloc``) or ``scontrol``
     (``IDLE+DRAIN``, ``DOWN*+DRAIN``).
@@ -231,6 +242,7 @@ class SlurmInventory:
         self.runner = runner or run_command
         self.timeout_s = timeout_s
         self._held: set[str] = set()
+        self._recovering: set[str] = set()
 
     def _sinfo(self, nodes: Sequence[str] | None = None) -> list[SlurmNodeState]:
         argv = ["sinfo", "-h", "-N", "-o", "%N %T"]
@@ -248,16 +260,31 @@ class SlurmInventory:
                 out[st.node] = st
         return out
 
-    def idle_nodes(self, *, exclude: Iterable[str] = ()) -> list[str]:
-        """Nodes Slurm reports idle now, minus ``exclude`` (e.g. nodes tested recently)."""
+    def idle_nodes(
+        self, *, exclude: Iterable[str] = (), recovering: Iterable[str] = ()
+    ) -> list[str]:
+        """Nodes Slurm reports idle now, minus ``exclude`` (e.g. nodes tested recently).
+
+        ``recovering`` are nodes fabriccheck drained earlier (``store.held_nodes()``): they are
+        included while drained and otherwise idle, so a later sweep can find them healthy and
+        resume them.
+        """
         skip = set(exclude)
-        return [n for n in idle_from_sinfo(self._sinfo()) if n not in skip]
+        states = self._sinfo()
+        idle = idle_from_sinfo(states)
+        back = set(recovering)
+        self._recovering = back
+        for st in states:
+            if st.node in back and st.node not in idle and is_drained_idle(st):
+                idle.append(st.node)
+        return [n for n in idle if n not in skip]
 
     def recheck_idle(self, nodes: Sequence[str]) -> list[str]:
         """The subset of ``nodes`` still idle right now (call just before each round).
 
-        Nodes inside our own reservation count as idle; anything else Slurm says is busy,
-        drained, down or planned is dropped.
+        Nodes inside our own reservation count as idle, and so do drained nodes we are
+        re-testing (``recovering``) while nothing runs on them; anything else Slurm says is
+        busy, drained, down or planned is dropped.
         """
         if not nodes:
             return []
@@ -268,6 +295,11 @@ class SlurmInventory:
             st = [s for s in states if s.node == node]
             if all(s.is_idle() for s in st) or node in held:
                 ok.add(node)
+        for s in states:  # nodes we drained and are re-testing stay in while nothing runs there
+            if s.node in self._recovering and all(
+                is_drained_idle(x) for x in states if x.node == s.node
+            ):
+                ok.add(s.node)
         return [n for n in nodes if n in ok]
 
     @contextmanager
