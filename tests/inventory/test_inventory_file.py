@@ -1,0 +1,85 @@
+"""Inventory files: the YAML format, path resolution, round trip, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fabriccheck.errors import ConfigError
+from fabriccheck.inventory.file import inventory_from_dict, inventory_to_dict, load_inventory
+
+GOOD = """
+name: lab-4
+ssh: {user: root, port: 2222, key: keys/id_ed25519, known_hosts: /etc/kh, connect_timeout_s: 2}
+python: /opt/venv/bin/python
+env: {NCCL_DEBUG: INFO}
+hosts:
+  host1:
+    address: 10.220.0.2
+    nics: {eth0: {ip: 192.168.100.1, rail: 0}, eth1: {ip: 192.168.101.1, rail: 1}}
+  host2:
+    address: 10.220.0.3
+    port: 22
+    user: admin
+    nics: {eth0: 192.168.100.2}
+"""
+
+
+def test_load_resolves_paths_and_defaults(tmp_path: Path) -> None:
+    f = tmp_path / "inv.yaml"
+    f.write_text(GOOD)
+    inv = load_inventory(f)
+    assert inv.key_path == tmp_path / "keys/id_ed25519"  # relative to the file
+    assert inv.known_hosts_path == Path("/etc/kh")
+    assert inv.connect_timeout_s == 2 and inv.python == "/opt/venv/bin/python"
+    assert inv.env == {"NCCL_DEBUG": "INFO"}
+    h1, h2 = inv.host("host1"), inv.host("host2")
+    assert (h1.port, h1.user) == (2222, "root")  # ssh defaults apply
+    assert (h2.port, h2.user) == (22, "admin")  # per-host overrides win
+    assert h1.nic("eth1").rail == 1 and h2.nic("eth0").rail == 0
+    assert inv.nic_ips() == {"host1/eth0": "192.168.100.1", "host1/eth1": "192.168.101.1",
+                             "host2/eth0": "192.168.100.2"}
+    assert inv.nodes == ["host1", "host2"]
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    f = tmp_path / "inv.yaml"
+    f.write_text(GOOD)
+    inv = load_inventory(f)
+    again = inventory_from_dict(yaml.safe_load(yaml.safe_dump(inventory_to_dict(inv))),
+                                base=tmp_path)
+    assert again.hosts == inv.hosts and again.key_path == inv.key_path
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("hosts: {}", "hosts"),
+        ("hosts: {h: {port: 22}}", "hosts.h.address"),
+        ("hosts: {h: {address: 1.2.3.4, port: x}}", "hosts.h.port"),
+        ("hosts: {h: {address: 1.2.3.4, nics: [eth0]}}", "hosts.h.nics"),
+        ("hosts: {h: {address: 1.2.3.4, nics: {eth0: {rail: 0}}}}", "hosts.h.nics.eth0.ip"),
+        ("ssh: [1]\nhosts: {h: 1.2.3.4}", "ssh"),
+        ("[1, 2]", None),
+        ("hosts: [", None),
+    ],
+)
+def test_bad_files_give_one_line_naming_file_and_field(tmp_path: Path, text: str, field) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_inventory(f)
+    msg = str(info.value)
+    assert "\n" not in msg and str(f) in msg
+    if field:
+        assert field in msg
+
+
+def test_missing_file_and_unknown_host(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read inventory"):
+        load_inventory(tmp_path / "nope.yaml")
+    inv = inventory_from_dict({"hosts": {"a": "10.0.0.1"}})
+    with pytest.raises(ConfigError, match="'b' is not in the inventory"):
+        inv.host("b")
