@@ -49,7 +49,8 @@ def render_nic_bars(result: RunResult, node: str, topology: Topology | None) -> 
         for nic in obs.test.nics:
             if nic_node(nic) == node:
                 per_probe.setdefault(obs.test.probe, {}).setdefault(nic, []).append(obs)
-    if not per_probe:
+    if not any(o.value is not None for nics in per_probe.values() for lst in nics.values()
+               for o in lst):
         return None
     single = [p for p in per_probe if p in ("ib_write_bw", "iperf3")]
     probe = max(single or per_probe, key=lambda p: len(per_probe[p]))

@@ -70,7 +70,8 @@ def render_report(result: RunResult, topology: Topology | None, out_dir: str | P
         (out / OBSERVATIONS).write_text(render_csv(result), encoding="utf-8")
         if topology is not None:
             (out / TOPOLOGY).write_text(
-                json.dumps(topology_document(topology), indent=1) + "\n", encoding="utf-8"
+                json.dumps(topology_document(topology), separators=(",", ":")) + "\n",
+                encoding="utf-8",
             )
         index = out / INDEX
         index.write_text(render_html(result, topology), encoding="utf-8")

@@ -168,10 +168,9 @@ def _stats(result: RunResult, view: RunView) -> list[Stat]:
         Stat("bad links", len(result.bad_links), f"{len(result.bad_links):,}", "bad"),
         Stat("rounds", result.rounds, f"{result.rounds}"),
         Stat("tests", result.tests, f"{result.tests:,}"),
-        Stat("test time", result.test_seconds, f"{result.test_seconds:,.1f} s"),
-    ]
-    if result.wall_seconds:
-        st.append(Stat("wall time", result.wall_seconds, f"{result.wall_seconds:,.1f} s"))
+        Stat(f"test time ({result.wall_seconds:,.0f} s wall)" if result.wall_seconds
+             else "test time", result.test_seconds, f"{result.test_seconds:,.1f} s"),
+    ]  # fmt: skip
     return st
 
 

@@ -22,6 +22,8 @@ _LINK_STYLE = {
 }
 _NIC_FILL = {BAD: STATE_COLOURS[BAD], SUSPECT: STATE_COLOURS[SUSPECT]}
 _FONT = "font-family:system-ui,sans-serif"
+#: a leaf-group box names at most this many of its unhealthy nodes
+_NAMES_PER_BOX = 3
 
 
 def _fit_font(label: str, width: float, size: float = 11.0) -> float:
@@ -208,8 +210,10 @@ def _aggregated(view: RunView, topo: Topology) -> Markup:
         cols = max(4, min(8, max(len(g.nodes), len(g.leaves))))
         leaf_rows = -(-len(g.leaves) // cols) if g.leaves else 0
         node_rows = -(-len(g.nodes) // cols)
-        w = cols * pitch + 12
+        flagged = [n for n in g.nodes if view.node_state[n] not in (HEALTHY, "untested")]
+        w = max(cols * pitch + 12, 96.0 if flagged else 0.0)
         h = 20 + (leaf_rows * pitch + 4 if leaf_rows else 0) + node_rows * pitch + 6
+        h += 11 * min(len(flagged), _NAMES_PER_BOX + 1)
         if x + w > WIDTH - 10:
             x, row_top, row_h = 10.0, row_top + row_h + 8, 0.0
         boxes.append((gi, g, x, row_top, w, h, cols))
@@ -251,10 +255,19 @@ def _aggregated(view: RunView, topo: Topology) -> Markup:
             st = view.node_state[n]
             svg.add(
                 "rect", title=_node_title(view, n), x=nx_, y=ny, width=cell, height=cell,
-                rx=1.5, fill=STATE_COLOURS.get(st, "#999"), data_node=n,
+                rx=1.5, fill=STATE_COLOURS.get(st, "#999"), data_node=n, class_=f"node st-{st}",
                 stroke="#000" if st not in (HEALTHY, "untested") else None, stroke_width=0.8,
             )  # fmt: skip
             node_pos[n] = (nx_ + cell / 2, ny + cell / 2)
+        flagged = [n for n in g.nodes if view.node_state[n] not in (HEALTHY, "untested")]
+        ty = cy + (-(-len(g.nodes) // cols)) * pitch + 8
+        for i, n in enumerate(flagged[:_NAMES_PER_BOX]):
+            st = view.node_state[n]
+            svg.add("text", f"{n} {st}", x=bx + 6, y=ty + i * 11, font_size=9, style=_FONT,
+                    fill=STATE_COLOURS.get(st, "#333"), font_weight="600")  # fmt: skip
+        if len(flagged) > _NAMES_PER_BOX:
+            svg.add("text", f"+{len(flagged) - _NAMES_PER_BOX} more", x=bx + 6,
+                    y=ty + _NAMES_PER_BOX * 11, font_size=9, style=_FONT, fill="#333")  # fmt: skip
         svg.close_group()
 
     for s, (cx, cy) in centres.items():
@@ -305,7 +318,7 @@ def _node_tiles(view: RunView) -> Markup:
         svg.add(
             "rect", title=_node_title(view, n), x=x, y=y, width=tile_w, height=tile_h, rx=3,
             fill=colour, fill_opacity=0.25 if big and st == HEALTHY else (0.45 if big else 1),
-            stroke=colour, data_node=n,
+            stroke=colour, data_node=n, class_=f"node st-{st}",
         )  # fmt: skip
         if big:
             svg.add(
