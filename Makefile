@@ -15,7 +15,7 @@ $(STAMPS)/venv: pyproject.toml
 	@mkdir -p $(STAMPS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,lab]'
 	@touch $@
 
 venv: $(STAMPS)/venv
@@ -47,3 +47,14 @@ bench: venv
 
 clean:
 	rm -rf $(VENV) $(STAMPS) .pytest_cache .hypothesis
+
+# The namespace lab end to end (root): build lab-4 with a degraded NIC, sweep it over SSH, tear down.
+.PHONY: lab-demo
+LAB_DEMO_FAULTS ?= fabriccheck/lab/demo-faults.yaml
+lab-demo: venv apt
+	@if [ "$$(id -u)" != 0 ]; then echo "lab-demo needs root (network namespaces)"; exit 2; fi
+	@trap '$(VENV)/bin/fabriccheck lab down --name demo >/dev/null' EXIT; set -e; \
+	$(VENV)/bin/fabriccheck lab up lab-4 --name demo --faults $(LAB_DEMO_FAULTS); \
+	rc=0; $(VENV)/bin/fabriccheck sweep --executor ssh --topology lab-4 \
+	  --inventory /tmp/fabriccheck-lab-demo/inventory.yaml || rc=$$?; \
+	echo "sweep exit code: $$rc (1 = faults found)"
