@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,8 @@ def join(prefix: str, key: str | int) -> str:
     """A field path: ``links`` + 3 -> ``links[3]``; ``links[3]`` + ``b`` -> ``links[3].b``."""
     if isinstance(key, int):
         return f"{prefix}[{key}]"
+    if not re.fullmatch(r"[\w.\-]+", key):
+        key = repr(key)  # a key with spaces or newlines stays on one line
     return f"{prefix}.{key}" if prefix else key
 
 
@@ -101,7 +104,7 @@ class Fields:
                 if key not in allowed:
                     raise self.error(
                         f"unknown field {key!r}",
-                        str(key),
+                        key if isinstance(key, int) else str(key),
                         hint="allowed: " + ", ".join(allowed),
                     )
 
