@@ -78,7 +78,7 @@ def join(prefix: str, key: str | int) -> str:
     """A field path: ``links`` + 3 -> ``links[3]``; ``links[3]`` + ``b`` -> ``links[3].b``."""
     if isinstance(key, int):
         return f"{prefix}[{key}]"
-    if not re.fullmatch(r"[\w.\-]+", key):
+    if not re.fullmatch(r"[\w.\-\[\]]+", key):
         key = repr(key)  # a key with spaces or newlines stays on one line
     return f"{prefix}.{key}" if prefix else key
 
