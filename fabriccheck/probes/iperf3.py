@@ -19,9 +19,10 @@ from fabriccheck.probes.results import (
 
 _UNIT = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _LINE_RE = re.compile(
-    r"^\[\s*(?P<id>\d+|SUM)\]\s+(?P<start>[\d.]+)-\s*(?P<end>[\d.]+)\s+sec\s+(?P<xfer>[\d.]+)\s+"
+    r"^\[\s*(?P<id>\d+|SUM)\](?:\[(?P<dir>[RT]X-[CS])\])?\s+(?P<start>[\d.]+)-\s*(?P<end>[\d.]+)\s+sec\s+(?P<xfer>[\d.]+)\s+"
     r"(?P<xu>[KMGT]?)Bytes\s+(?P<bw>[\d.]+)\s+(?P<bu>[KMGT]?)bits/sec(?P<rest>.*)$"
 )
+_LOST_RE = re.compile(r"\d+/\d+ \(([\d.]+)%\)")
 _ERROR_RE = re.compile(r"iperf3?: (?:error|interrupt) - (.*)$")
 
 
@@ -60,6 +61,8 @@ def _parse_json(text: str, start: int) -> Iperf3Result:
         return Iperf3Result(INCOMPLETE, reason="JSON output cut short (iperf3 killed or hung?)")
     if not isinstance(doc, dict):
         return Iperf3Result(UNPARSEABLE, reason="JSON that is not an iperf3 report")
+    if "event" in doc:  # --json-stream: one {"event", "data"} object per line
+        doc = _from_stream(text)
     start_d = _dict(doc.get("start"))
     end = _dict(doc.get("end"))
     test_start = _dict(start_d.get("test_start"))
@@ -106,6 +109,7 @@ def _parse_json(text: str, start: int) -> Iperf3Result:
 
 def _parse_text(text: str) -> Iperf3Result:
     finals: dict[tuple[str, str], tuple[float, int | None, float]] = {}
+    lost: dict[str, float] = {}
     ids: set[str] = set()
     intervals = 0
     errors: list[ToolError] = []
@@ -117,6 +121,8 @@ def _parse_text(text: str) -> Iperf3Result:
             recognized += 1
             rest = m["rest"].split()
             role = rest[-1] if rest and rest[-1] in ("sender", "receiver") else None
+            if m["dir"] and m["dir"] != "TX-C":  # --bidir: judge the client -> server direction
+                continue
             if m["id"] != "SUM":
                 ids.add(m["id"])
             bw = to_float(m["bw"])
@@ -126,6 +132,9 @@ def _parse_text(text: str) -> Iperf3Result:
             retr = to_int(rest[0]) if role == "sender" and len(rest) >= 2 else None
             seconds = (to_float(m["end"]) or 0.0) - (to_float(m["start"]) or 0.0)
             finals[(m["id"], role)] = (bw * _UNIT[m["bu"]] / 1e9, retr, seconds)
+            lost_m = _LOST_RE.search(m["rest"])
+            if lost_m and role == "receiver":
+                lost[m["id"]] = float(lost_m.group(1))
             continue
         e = _ERROR_RE.search(s)
         if e:
@@ -155,7 +164,30 @@ def _parse_text(text: str) -> Iperf3Result:
         streams=len(ids) or None,
         errors=errors_t,
         reason=reason,
+        protocol="UDP" if lost else None,
+        lost_percent=lost.get(key or ""),
     )
+
+
+def _from_stream(text: str) -> dict[str, Any]:
+    """An ``iperf3 --json-stream`` run folded into the ``-J`` document shape."""
+    doc: dict[str, Any] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            ev = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            continue  # a line cut by a kill: the events before it still count
+        if not isinstance(ev, dict):
+            continue
+        kind, data = ev.get("event"), ev.get("data")
+        if kind in ("start", "end"):
+            doc[kind] = data
+        elif kind == "error":
+            doc["error"] = data if isinstance(data, str) else json.dumps(data)
+    return doc
 
 
 def _error_kind(message: str) -> str:

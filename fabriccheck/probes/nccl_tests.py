@@ -50,7 +50,8 @@ _PROGRAM_RE = re.compile(r"(?:^|[\s/])(\w+?)_perf(?:_mpi)?(?:\s|$)")
 _TIMESTAMP_RE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
 #: launcher tags a row can carry at its start or glued into it (``-1[0]``, ``N/Anode1: ``)
 _ROW_PREFIX_RE = re.compile(r"^\s*(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s)|\d+:(?=\s))")
-_ROW_GLUE_RE = re.compile(r"(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s))")
+_ROW_GLUE_RE = re.compile(
+    r"[A-Za-z][\w.-]*/\d+ \[\d+\]:|(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s))")
 _TYPE_RE = re.compile(r"^[A-Za-z][\w]*$")
 _USAGE_RE = re.compile(r"invalid option|^\s*USAGE:|invalid sizes? (?:specified )?for|"
                        r"Invalid number of GPUs|Please check the number of processes")

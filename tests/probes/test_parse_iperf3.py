@@ -99,3 +99,37 @@ def test_udp_json_sum():
 ])  # fmt: skip
 def test_empty_garbage_and_hung(text, status):
     assert parse_iperf3(text).status == status
+
+
+def test_text_bidir_judges_client_to_server():
+    text = (
+        "[  5][TX-C]   0.00-10.00  sec  10.9 GBytes  9.39 Gbits/sec   12             sender\n"
+        "[  5][TX-C]   0.00-10.00  sec  10.9 GBytes  9.38 Gbits/sec                  receiver\n"
+        "[  7][RX-C]   0.00-10.00  sec  8.20 GBytes  7.04 Gbits/sec    3             sender\n"
+        "[  7][RX-C]   0.00-10.00  sec  8.19 GBytes  7.03 Gbits/sec                  receiver\n")
+    r = parse_iperf3(text)
+    assert (r.sent_gbps, r.received_gbps, r.retransmits) == (9.39, 9.38, 12)
+
+
+def test_text_udp_loss():
+    text = (
+        "[  5]   0.00-10.00  sec  1.25 MBytes  1.05 Mbits/sec  0.000 ms  0/906 (0%)  sender\n"
+        "[  5]   0.00-10.04  sec  1.25 MBytes  1.04 Mbits/sec  0.017 ms  9/906 (1%)  receiver\n")
+    r = parse_iperf3(text)
+    assert r.protocol == "UDP" and r.lost_percent == 1.0 and r.retransmits is None
+    assert r.received_gbps == pytest.approx(0.00104)
+
+
+def test_json_stream_events():
+    text = (
+        '{"event":"start","data":{"test_start":{"protocol":"TCP","num_streams":2}}}\n'
+        '{"event":"interval","data":{}}\n'
+        '{"event":"end","data":{"sum_sent":{"seconds":5,"bits_per_second":9.4e9,'
+        '"retransmits":2},"sum_received":{"seconds":5,"bits_per_second":9.3e9}}}\n')
+    r = parse_iperf3(text)
+    assert (r.status, r.sent_gbps, r.received_gbps, r.streams) == ("ok", 9.4, 9.3, 2)
+    killed = parse_iperf3(text.rsplit("\n", 2)[0] + "\n")
+    assert killed.status == "incomplete"
+    err = parse_iperf3('{"event":"error","data":"unable to connect to server: '
+                       'Connection refused"}\n')
+    assert err.status == "failed" and err.errors[0].kind == "connect"

@@ -335,3 +335,12 @@ def test_old_error_column_small_value_is_not_a_failure():
 def test_empty_and_garbage(text, status):
     r = parse_nccl_tests(text)
     assert r.status == status and not r.rows and r.reason
+
+
+@pytest.mark.parametrize("glue", ["[1,3]<stdout>:", "trainer/0 [0]:", "node-a: ", "[3]"])
+def test_launcher_prefix_inside_a_row(glue):
+    head, tail = ROWS[2][:52], ROWS[2][52:]  # the preamble printf, then the two body printfs
+    r = parse_nccl_tests(HEADER + ROWS[0] + "\n" + ROWS[1] + "\n" + head + glue + tail + "\n"
+                         + FOOTER)
+    assert r.status == "ok", r.reason
+    assert [(x.size_bytes, x.busbw_gbps) for x in r.rows][-1] == (4194304, 20.97)
