@@ -254,3 +254,22 @@ def test_doctests():
 
     for module in (generators, common, ibnetdiscover):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+def test_ib_every_node_pair_has_one_route_per_rail():
+    topo = generate(
+        {"kind": "rail-optimized", "nodes": 48, "rails": 4, "nodes_per_leaf": 16, "spines": 4},
+        name="t", fabric="infiniband",
+    )
+    nodes = sorted(topo.nodes)
+    for rail in range(4):
+        for a in nodes:
+            for b in nodes:
+                if a == b:
+                    continue
+                src, dst = topo.nic(a, rail), topo.nic(b, rail)
+                cands = topo.candidate_paths(src, dst)
+                assert len(cands) == 1
+                assert cands[0] in topo.paths(src, dst)
+                assert cands[0][0] == ((src, topo.leaf_of(src)) if src < topo.leaf_of(src)
+                                       else (topo.leaf_of(src), src))
