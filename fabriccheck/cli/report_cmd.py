@@ -1,0 +1,84 @@
+"""``fabriccheck report``: re-render a stored run's report (from a directory, file or run id)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fabriccheck.cli.app import app, err, out, write_json
+from fabriccheck.errors import ConfigError, FabricCheckError
+from fabriccheck.models import RunResult
+from fabriccheck.topology.model import Topology
+
+
+def _from_db(run_id: str, db: Path | None) -> tuple[RunResult, Topology | None, list[str]]:
+    from fabriccheck.serialize import run_result_from_dict
+    from fabriccheck.store import Store, default_db_path
+
+    path = db or default_db_path()
+    if not Path(path).is_file():
+        raise ConfigError(
+            f"{run_id!r} is not a file or directory, and there is no history database",
+            source=str(path), hint="give a report directory, a results.json, or --db FILE",
+        )  # fmt: skip
+    with Store(path) as store:
+        rec = store.run(run_id)
+        if rec.summary is None:
+            raise ConfigError(f"run {run_id!r} has not finished: no verdicts to report",
+                              source=str(path))  # fmt: skip
+        result = run_result_from_dict({"mode": rec.mode, "nodes": rec.nodes, **rec.summary})
+        result.observations = store.observations(run_id)
+    result.extra.setdefault("run_id", run_id)
+    topology, warnings = None, []
+    source = rec.params.get("topology") if isinstance(rec.params, dict) else None
+    if source:
+        from fabriccheck.topology import load_topology
+
+        try:
+            topology = load_topology(source)
+        except FabricCheckError as exc:
+            warnings.append(f"{exc.message}; drawing nodes only")
+    return result, topology, warnings
+
+
+@app.command("report")
+def report(
+    run: Annotated[str, typer.Argument(
+        help="A report directory, a results.json file, or a run id from the history DB.")],
+    out_dir: Annotated[Path | None, typer.Option(
+        "-o", "--out", help="Where to write (default: beside results.json; reports/<id>).")] = None,
+    db: Annotated[Path | None, typer.Option(
+        "--db", help="History database for a run id (default: $FABRICCHECK_DB).")] = None,
+    topology_file: Annotated[str | None, typer.Option(
+        "--topology", "-t", help="Topology file or bundled name to draw the run on.")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print the written paths as JSON.")] = False,
+) -> None:  # fmt: skip
+    """Render index.html, results.json and observations.csv for a stored run."""
+    from fabriccheck.report import load_run_dir, render_report
+
+    try:
+        path = Path(run)
+        if path.exists():
+            result, topology, warnings = load_run_dir(path)
+            default_out = path if path.is_dir() else path.parent
+        else:
+            result, topology, warnings = _from_db(run, db)
+            default_out = Path("reports") / run
+        if topology_file:
+            from fabriccheck.topology import load_topology
+
+            topology = load_topology(topology_file)
+            warnings = []
+        for w in warnings:
+            err.print(f"warning: {w}", highlight=False, markup=False)
+        index = render_report(result, topology, out_dir or default_out)
+    except FabricCheckError as exc:
+        err.print(f"error: {exc}", highlight=False, markup=False)
+        raise typer.Exit(exc.exit_code) from exc
+    files = [str(index.parent / n) for n in ("index.html", "results.json", "observations.csv")]
+    if json_:
+        write_json({"index": str(index), "files": files})
+    else:
+        out.print(f"report: {index}", highlight=False, markup=False)
