@@ -42,6 +42,7 @@ _SEGV_RE = re.compile(r"(?P<proc>[\w.-]+)\[\d+\]: segfault at .* in (?P<lib>libn
 _MLX_RE = re.compile(
     r"mlx5_core (?P<pci>[0-9a-fA-F:.]+) (?P<dev>[\w.-]+): (?:Port: \d+ )?Link (?P<state>\w+)")
 _NET_IB_USING_RE = re.compile(r"NET/IB ?: Using ((?:\[\d+\]\S+ ?)+)")
+_HCA_RE = re.compile(r"\b(mlx5_\d+|bnxt_re\d+|irdma\d+|efa_\d+|hfi1_\d+)\b")
 _COMM_RANK_RE = re.compile(r"\bcomm 0x[0-9a-f]+ rank (\d+) nranks (\d+)")
 _LOCAL_RANK_CLOSED_RE = re.compile(r"Connection closed by localRank (\d+)")
 _RANK_LINE_RE = re.compile(
@@ -170,7 +171,9 @@ def _feed_nccl(st: _State, m: re.Match[str], lineno: int) -> None:
     elif "misc/socket.cc" in msg and "->" in msg:
         st.socket_traces[host] += 1
     elif m["level"] in ("WARN", "ERROR"):
-        st.errors.append(ToolError("nccl_warn", msg.strip()[:300], host=host, line=lineno))
+        hca = _HCA_RE.search(msg)
+        st.errors.append(ToolError("nccl_warn", msg.strip()[:300], host=host,
+                                   hca=hca.group(1) if hca else None, line=lineno))
     c = _COMM_RANK_RE.search(msg)
     if c:
         st.ranks.setdefault(int(c.group(1)), host)

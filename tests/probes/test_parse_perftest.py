@@ -153,3 +153,28 @@ def test_roce_gid_lines_and_duration_mode_latency():
 @pytest.mark.parametrize("text, status", [("", "incomplete"), ("total nonsense\n", "unparseable")])
 def test_empty_and_garbage(text, status):
     assert parse_perftest(text).status == status
+
+
+def test_roce_server_duration_mode_mibsec_two_qps():
+    r = _parse("ib_write_bw_roce_server_duration_mibsec_2qp_synthetic.txt")
+    assert r.status == "ok" and r.side == "server" and r.link_type == "Ethernet"
+    assert r.device == "mlx5_3" and not r.loopback
+    (row,) = r.rows
+    assert row.bw_peak_gbps == 0.0  # duration mode does not measure the peak
+    assert row.iterations == 5537480
+    assert row.bw_avg_gbps == pytest.approx(46131.94 * MIBPS_TO_GBPS)
+
+
+def test_bidirectional_below_limit_keeps_the_row():
+    r = _parse("ib_write_bw_bidir_gbits_below_limit_synthetic.txt")
+    assert r.test == "RDMA_Write Bidirectional BW Test" and r.side == "client"
+    assert r.status == "failed" and [e.kind for e in r.errors] == ["bw_limit"]
+    assert r.errors[0].hca == "mlx5_1" and not r.loopback
+    assert r.bw_at() == 196.57
+
+
+def test_synthetic_perftest_fixtures_carry_their_source_line():
+    from tests.conftest import LOCAL_FIXTURES
+
+    for path in (LOCAL_FIXTURES / "perftest").glob("*.txt"):
+        assert path.read_text().startswith("# source: written from the printf formats"), path

@@ -185,3 +185,17 @@ def test_suspects_rank_most_implicated_first_and_hca_from_new_warn():
 def test_empty_log():
     s = scan_nccl_log("")
     assert s.status == "incomplete" and not s.errors and s.suspects == ()
+
+
+def test_warn_naming_an_hca_and_socket_peer():
+    text = ("n5:10:11 [1] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/RoCE [RO]; "
+            "OOB eth0:10.0.0.5<0>\n"
+            "n5:10:12 [1] transport/net_ib.cc:87 NCCL WARN NET/IB : mlx5_3:1 Got async event : "
+            "port error\n"
+            "n6:20:21 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote "
+            "peer n5<43210>\n")
+    s = scan_nccl_log(text)
+    assert [(e.kind, e.host, e.hca, e.peer) for e in s.errors] == [
+        ("nccl_warn", "n5", "mlx5_3", None), ("socket", "n6", None, "n5")]
+    assert s.hcas == (("n5", "mlx5_0"), ("n5", "mlx5_3"))
+    assert s.peers == ("n5",) and s.suspects == ("n5", "n6")
