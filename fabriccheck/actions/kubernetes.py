@@ -65,7 +65,7 @@ class KubernetesActions:
             try:
                 self._k("taint", "nodes", node, f"{HEALTH_LABEL}=bad:NoSchedule-")
             except ExecutorError as exc:  # someone removed it already: the goal is met
-                if "not found" not in str(exc):
+                if "not found" not in str(exc).lower():
                     raise
         self._k("label", "nodes", node, f"{HEALTH_LABEL}=healthy", "--overwrite")
         self._k("annotate", "nodes", node, f"{REASON_ANNOTATION}-")
