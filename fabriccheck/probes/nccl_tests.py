@@ -11,13 +11,13 @@ whitespace, never on column positions.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
+from fabriccheck.probes._failure_lines import launcher_error, test_failure_error, usage_error
 from fabriccheck.probes._text import (
     NCCL_LINE_RE,
     clean_line,
     dedupe_errors,
-    ib_completion_error,
     nccl_line_error,
     ordered_unique,
     to_float,
@@ -39,10 +39,6 @@ _RANK_RE = re.compile(
     r"^\s*#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
     r"\s+device\s+(?P<dev>\d+)\s+\[(?P<pci>[^\]]*)\]\s*(?P<name>.*)$"
 )
-_FAILURE_RE = re.compile(
-    r"(?P<host>[A-Za-z0-9][\w.-]*)(?: pid (?P<pid>\d+))?: Test (?P<what>NCCL failure|CUDA failure"
-    r"|failure|timeout)\s*(?P<rest>.*)$"
-)
 _OOB_RE = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _AVG_RE = re.compile(r"^\s*#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
 _STARTING_RE = re.compile(r"Collective test (starting|concluded):\s*(\S+)")
@@ -53,10 +49,7 @@ _ROW_PREFIX_RE = re.compile(r"^\s*(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s)|\d+:(?=\s)
 _ROW_GLUE_RE = re.compile(
     r"[A-Za-z][\w.-]*/\d+ \[\d+\]:|(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s))")
 _TYPE_RE = re.compile(r"^[A-Za-z][\w]*$")
-_USAGE_RE = re.compile(r"invalid option|^\s*USAGE:|invalid sizes? (?:specified )?for|"
-                       r"Invalid number of GPUs|Please check the number of processes")
 _LABEL_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]*|\d+):\s(.*)$")
-_LAUNCHER_EXIT_RE = re.compile(r"^\s*Exit code:\s*(\d+)|exited with exit code (\d+)")
 
 
 @dataclass
@@ -124,7 +117,10 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
     s = line.strip()
     if not s:
         return True
-    if "Test " in s and _feed_failure(st, s, lineno):
+    err = test_failure_error(s, lineno) if "Test " in s else None
+    if err is not None:
+        st.errors.append(err)
+        st.recognized += 1
         return True
     if "NCCL " in s:
         m = NCCL_LINE_RE.search(s)
@@ -135,16 +131,10 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
         return True
     if _feed_meta(st, s, lineno) or _feed_row(st, s, lineno):
         return True
-    if _USAGE_RE.search(s):
-        kind = "setup" if "GPUs" in s or "processes" in s else "usage"
-        st.errors.append(ToolError(kind, s[:200], line=lineno))
-        st.recognized += 1
-        return True
-    m = _LAUNCHER_EXIT_RE.search(s)
-    if m and int(m.group(1) or m.group(2)) != 0:
-        code = m.group(1) or m.group(2)
-        st.errors.append(ToolError("launcher", f"a process exited with code {code}",
-                                   status=code, line=lineno))
+    err = usage_error(s, lineno) or launcher_error(s, lineno)
+    if err is not None:
+        st.errors.append(err)
+        st.recognized += err.kind != "launcher"
         return True
     if st.collective is None and "_perf" in s:
         m = _PROGRAM_RE.search(s)
@@ -155,25 +145,6 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
     if m and depth == 0:
         return _feed(st, m.group(1), lineno, depth + 1)
     return False
-
-
-def _feed_failure(st: _State, s: str, lineno: int) -> bool:
-    m = _FAILURE_RE.search(s)
-    if not m:
-        return False
-    what, rest, host = m["what"], m["rest"].strip(), m["host"]
-    kind = {"NCCL failure": "nccl", "CUDA failure": "cuda", "failure": "test_failure",
-            "timeout": "timeout"}[what]
-    quoted = re.search(r"'(.*)'", rest)
-    detail = quoted.group(1).rstrip(" /") if quoted else rest
-    message = f"Test {what} {rest}".strip() if kind == "test_failure" else f"{what}: {detail}"
-    ib = ib_completion_error(rest, host, lineno) if "Got completion" in rest else None
-    if ib is not None:  # NCCL >= 2.13 appends ncclGetLastError: the IB completion it died of
-        st.errors.append(replace(ib, message=message[:300]))
-    else:
-        st.errors.append(ToolError(kind, message[:300], host=host, line=lineno))
-    st.recognized += 1
-    return True
 
 
 def _feed_nccl_line(st: _State, m: re.Match[str], lineno: int) -> None:

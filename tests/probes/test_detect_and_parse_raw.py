@@ -9,7 +9,16 @@ import pytest
 
 from fabriccheck.errors import ParseError
 from fabriccheck.models import RawResult, Test
-from fabriccheck.probes import _text, detect, iperf3, nccl_log, nccl_tests, perftest, to_json
+from fabriccheck.probes import (
+    _failure_lines,
+    _text,
+    detect,
+    iperf3,
+    nccl_log,
+    nccl_tests,
+    perftest,
+    to_json,
+)
 from fabriccheck.probes.detect import detect_tool, parse_raw, parse_text
 from fabriccheck.probes.to_json import result_to_json
 from tests.conftest import LOCAL_FIXTURES, SHARED_FIXTURES, read_fixture
@@ -65,7 +74,7 @@ def test_parse_text_unknown_tool():
 
 
 def test_docstring_examples_run():
-    for mod in (_text, detect, iperf3, nccl_log, nccl_tests, perftest, to_json):
+    for mod in (_failure_lines, _text, detect, iperf3, nccl_log, nccl_tests, perftest, to_json):
         res = doctest.testmod(mod)
         assert res.failed == 0, mod.__name__
 

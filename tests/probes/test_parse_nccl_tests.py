@@ -344,3 +344,18 @@ def test_launcher_prefix_inside_a_row(glue):
                          + FOOTER)
     assert r.status == "ok", r.reason
     assert [(x.size_bytes, x.busbw_gbps) for x in r.rows][-1] == (4194304, 20.97)
+
+
+@pytest.mark.parametrize("line, kind, host, rank, status", [
+    ("srun: error: node-b: task 1: Exited with exit code 3", "launcher", "node-b", 1, "3"),
+    ("mpirun noticed that process rank 1 with PID 1002 on node node-b exited on signal 9 "
+     "(Killed).", "launcher", "node-b", 1, "9"),
+    ("slurmstepd: error: *** STEP 4242.0 ON node-b CANCELLED AT 2026-07-01T10:00:00 DUE TO "
+     "TIME LIMIT ***", "timeout", "node-b", None, None),
+])  # fmt: skip
+def test_launcher_lines_name_the_host(line, kind, host, rank, status):
+    r = parse_nccl_tests(HEADER + ROWS[0] + "\n" + line + "\n")
+    assert r.status == "failed"
+    e = r.errors[0]
+    assert (e.kind, e.host, e.rank, e.status) == (kind, host, rank, status)
+    assert "node-b" in r.hosts
