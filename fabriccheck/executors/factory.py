@@ -11,7 +11,7 @@ from fabriccheck.specs import TestSpec
 from fabriccheck.topology.model import Topology
 
 #: executor kinds this factory knows (each engineer adds their branch in make_executor)
-KNOWN_KINDS = ("sim",)
+KNOWN_KINDS = ("sim", "ssh",)
 
 
 def make_executor(
@@ -45,6 +45,22 @@ def make_executor(
         from fabriccheck.executors.sim import SimExecutor
 
         return SimExecutor(topology, spec, faults or FaultSet(), seed, **opts)
+    if kind == "ssh":
+        from fabriccheck.executors.ssh import SSHExecutor
+
+        if faults:
+            raise ConfigError(
+                "the ssh executor runs on real hosts and cannot inject faults",
+                field="--faults",
+                hint="make faults real with `fabriccheck lab up TOPOLOGY --faults F`",
+            )
+        if inventory is None:
+            raise ConfigError(
+                "the ssh executor needs an inventory file",
+                field="--inventory",
+                hint="see docs/ssh.md; `fabriccheck lab up --json` prints one for the lab",
+            )
+        return SSHExecutor(inventory, **opts)
     raise ConfigError(
         f"unknown executor {kind!r}",
         field="--executor",
