@@ -11,7 +11,7 @@ from fabriccheck.specs import TestSpec
 from fabriccheck.topology.model import Topology
 
 #: executor kinds this factory knows (each engineer adds their branch in make_executor)
-KNOWN_KINDS = ("sim", "ssh",)
+KNOWN_KINDS = ("sim", "ssh")
 
 
 def make_executor(
