@@ -185,8 +185,16 @@ class Store:
         return run_id
 
     def _insert_observations(
-        self, c: sqlite3.Connection, run_id: str, round_no: int | None, obs: Iterable[Observation]
+        self,
+        c: sqlite3.Connection,
+        run_id: str,
+        round_no: int | None,
+        obs: Iterable[Observation],
+        *,
+        update: bool = False,
     ) -> int:
+        """Insert new observations; with ``update`` also overwrite the judgement of known ones
+        (the final, peer-aware verdict replaces the one written when the round completed)."""
         n = 0
         for o in obs:
             d = observation_to_dict(o)
@@ -194,6 +202,15 @@ class Store:
             if raw:
                 raw["stdout"] = (raw.get("stdout") or "")[:MAX_RAW_CHARS]
                 raw["stderr"] = (raw.get("stderr") or "")[:MAX_RAW_CHARS]
+            if update:
+                cur = c.execute(
+                    "UPDATE observations SET status=?, value=?, unit=?, floor=?, obs_json=?"
+                    " WHERE run_id=? AND test_id=?",
+                    (o.status, o.value, o.unit, o.floor, json.dumps(d, default=str), run_id,
+                     o.test.test_id),
+                )  # fmt: skip
+                if cur.rowcount:
+                    continue
             cur = c.execute(
                 "INSERT OR IGNORE INTO observations (run_id, round, test_id, probe, group_size,"
                 " purpose, status, value, unit, floor, obs_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -234,10 +251,10 @@ class Store:
             for o in result.observations:
                 by_round.setdefault(o.test.round, []).append(o)
             for rnd, obs in by_round.items():
-                self._insert_observations(c, run_id, rnd, obs)
-                c.execute(
-                    "INSERT OR IGNORE INTO rounds VALUES (?, ?, ?)", (run_id, rnd, time.time())
-                )
+                if self._insert_observations(c, run_id, rnd, obs, update=True):
+                    c.execute(
+                        "INSERT OR IGNORE INTO rounds VALUES (?, ?, ?)", (run_id, rnd, time.time())
+                    )
             for v in result.verdicts:
                 node = v.name if v.kind == "node" else nic_node(v.name) if v.kind == "nic" else None
                 c.execute(
