@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, replace
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.executors.sim import render, tools
-from fabriccheck.executors.sim.model import Capacities, Hop, Router, max_min_rates, stable_hash
+from fabriccheck.executors.sim.model import Capacities, Router, max_min_rates, stable_hash
 from fabriccheck.faults import FaultSet
-from fabriccheck.models import PROBES, Flow, RawResult, Test, link_key, nic_node
+from fabriccheck.models import PROBES, Flow, LinkKey, RawResult, Test, link_key, nic_node
 from fabriccheck.probes.commands import DEFAULT_PORT, CommandOptions, build_launch
 from fabriccheck.specs import ProbeSpec, TestSpec
 from fabriccheck.topology.model import Topology
@@ -53,7 +53,7 @@ class _Prep:
 
     test: Test
     flows: tuple[Flow, ...] = ()
-    hops: list[tuple[Hop, ...]] = field(default_factory=list)
+    hops: list[tuple[int, ...]] = field(default_factory=list)  # hop ids per running flow
     state: str = "run"  # run | fail | hang | unreachable
     unreachable: tuple[str, ...] = ()
     broken: list[Flow] = field(default_factory=list)
@@ -91,7 +91,10 @@ class SimExecutor:
         self.router = Router(topology, seed)
         self.round_no = 0
         self.clock_s = 0.0
-        self._hop_cap: dict[Hop, float] = {}
+        self._cap: list[float] = []  # capacity by hop id (Router.hop_list)
+        self._zero: set[int] = set()  # hop ids with capacity 0 (down)
+        self._flap: set[int] = set()  # hop ids on flapping links
+        self._ips: dict[str, str] = {}
         self._node_idx = {n: i for i, n in enumerate(sorted(topology.nodes))}
         sku_text = (sku or (spec.sku if spec else "") or "h100").lower()
         key = next((k for k in GPU_NAMES if k in sku_text), "h100")
@@ -100,11 +103,27 @@ class SimExecutor:
         self.intra_busbw_gbps = float(intra) if intra and intra > 0 else INTRA_BUSBW_GBPS[key]
         self.options = CommandOptions(gid_index=3 if topology.fabric == "roce" else None)
 
+    def _sync_caps(self) -> None:
+        """Extend the per-hop-id capacity tables to the hops the router has named so far."""
+        hops = self.router.hop_list
+        for i in range(len(self._cap), len(hops)):
+            key = link_key(*hops[i])
+            cap = self.caps.link_gbps[key]
+            self._cap.append(cap)
+            if cap <= 0:
+                self._zero.add(i)
+            if key in self.caps.flapping:
+                self._flap.add(i)
+
     # ---- addresses ---------------------------------------------------------------------------
     def nic_ip(self, endpoint: str) -> str:
         """A stable IPv4 address per NIC: ``10.<rail+1>.<hi>.<lo>`` of the node's index."""
-        i = self._node_idx.get(nic_node(endpoint), 0) + 1
-        return f"10.{self.nic_rail(endpoint) % 250 + 1}.{i // 256}.{i % 256}"
+        ip = self._ips.get(endpoint)
+        if ip is None:
+            i = self._node_idx.get(nic_node(endpoint), 0) + 1
+            ip = f"10.{self.nic_rail(endpoint) % 250 + 1}.{i // 256}.{i % 256}"
+            self._ips[endpoint] = ip
+        return ip
 
     def nic_rail(self, endpoint: str) -> int:
         nic = self.topology.nics.get(endpoint)
@@ -121,14 +140,8 @@ class SimExecutor:
         preps = [self._prepare(t) for t in tests]
         running = sorted((p for p in preps if p.state == "run" and p.hops),
                          key=lambda p: p.test.test_id)
-        units = []
-        for p in running:
-            hops = [h for path in p.hops for h in path]
-            for h in hops:
-                if h not in self._hop_cap:
-                    self._hop_cap[h] = self.caps.link_gbps[link_key(*h)]
-            units.append(hops)
-        for p, rate in zip(running, max_min_rates(units, self._hop_cap), strict=True):
+        units = [[h for ids in p.hops for h in ids] for p in running]
+        for p, rate in zip(running, max_min_rates(units, self._cap), strict=True):
             p.rate_gbps = rate
         ctx = tools.ToolContext(
             seed=self.seed, round_no=self.round_no, clock_s=self.clock_s, nic_ip=self.nic_ip,
@@ -205,24 +218,25 @@ class SimExecutor:
         if any(n in caps.hung for n in test.nodes):
             prep.state = "hang"
             return prep
-        flap_fired: dict = {}
+        flap_fired: dict[LinkKey, bool] = {}
         for flow in prep.flows:
-            hops = self.router.hops(flow, test.test_id)
-            broken = hops is None
-            for h in hops or ():
-                key = link_key(*h)
-                if caps.link_gbps[key] <= 0:
-                    broken = True
-                p = caps.flapping.get(key)
-                if p is not None:
+            ids = self.router.flow_ids(flow, test.test_id)
+            if ids is None:
+                prep.broken.append(flow)
+                continue
+            self._sync_caps()
+            broken = not self._zero.isdisjoint(ids)
+            if self._flap and not self._flap.isdisjoint(ids):
+                for i in self._flap.intersection(ids):
+                    key = link_key(*self.router.hop_list[i])
                     if key not in flap_fired:
                         u = stable_hash(self.seed, self.round_no, test.test_id, "flap", *key)
-                        flap_fired[key] = u / 2.0**64 < p
+                        flap_fired[key] = u / 2.0**64 < caps.flapping[key]
                     broken = broken or flap_fired[key]
             if broken:
                 prep.broken.append(flow)
             else:
-                prep.hops.append(hops)  # type: ignore[arg-type]
+                prep.hops.append(ids)
         if prep.broken:
             prep.state = "fail"
             prep.hops = []
@@ -256,9 +270,6 @@ class SimExecutor:
         test = prep.test
         port = DEFAULT_PORT + stable_hash(test.test_id) % 2000
         ips = {e: self.nic_ip(e) for f in prep.flows for e in (f.src, f.dst)}
-        for node in test.nodes:
-            for n in self.topology.nodes[node].nics:
-                ips.setdefault(n.endpoint, self.nic_ip(n.endpoint))
         commands = build_launch(test, ips, port=port, options=self.options).rendered
         if prep.state == "unreachable":
             stderr = "".join(f"ssh: connect to host {h} port 22: No route to host\n"

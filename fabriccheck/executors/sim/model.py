@@ -21,9 +21,11 @@ Model (what a test measures, before noise):
 from __future__ import annotations
 
 import hashlib
-import heapq
+import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import numpy as np
 
 from fabriccheck.faults import FaultSet
 from fabriccheck.models import Flow, LinkKey, link_key, nic_node
@@ -105,37 +107,75 @@ class Capacities:
         )
 
 
-@dataclass
 class Router:
-    """Chooses each flow's path; caches the topology's routing answers across rounds."""
+    """Chooses each flow's path and names every directed link by a small integer (hop id).
 
-    topology: Topology
-    seed: int = 0
-    _cache: dict[tuple[str, str], tuple[tuple[Hop, ...], ...]] = field(default_factory=dict)
+    Routing answers are cached across rounds: IB routes per (src, dst); on RoCE the ECMP set's
+    switch-level part per (source switch, destination switch), of which a flow takes one.
+    """
 
-    def candidates(self, src: str, dst: str) -> tuple[tuple[Hop, ...], ...]:
-        """The directed hop lists a flow may take: the IB route, or the RoCE ECMP set."""
+    def __init__(self, topology: Topology, seed: int = 0) -> None:
+        self.topology = topology
+        self.seed = seed
+        self.hop_ids: dict[Hop, int] = {}
+        self.hop_list: list[Hop] = []
+        self._ib: dict[tuple[str, str], tuple[int, ...] | None] = {}
+        self._mid: dict[tuple[str, str], tuple[tuple[int, ...], ...]] = {}
+
+    def hop_id(self, hop: Hop) -> int:
+        i = self.hop_ids.get(hop)
+        if i is None:
+            i = self.hop_ids[hop] = len(self.hop_list)
+            self.hop_list.append(hop)
+        return i
+
+    def _ids(self, hops: Iterable[Hop]) -> tuple[int, ...]:
+        return tuple(self.hop_id(h) for h in hops)
+
+    def n_paths(self, src: str, dst: str) -> int:
+        """How many paths the flow may take (1 on IB, the ECMP width on RoCE, 0 without)."""
+        if self.topology.fabric == "infiniband":
+            return 0 if self._ib_ids(src, dst) is None else 1
+        return len(self._middles(src, dst) or ())
+
+    def _ib_ids(self, src: str, dst: str) -> tuple[int, ...] | None:
         key = (src, dst)
-        got = self._cache.get(key)
-        if got is None:
-            topo = self.topology
-            if topo.fabric == "infiniband":
-                r = topo.route(src, dst)
-                paths: tuple[Path, ...] = (r,) if r is not None else ()
-            else:
-                paths = topo.paths(src, dst)
-            got = tuple(directed(src, p) for p in paths)
-            self._cache[key] = got
-        return got
+        if key not in self._ib:
+            r = self.topology.route(src, dst)
+            self._ib[key] = None if r is None else self._ids(directed(src, r))
+        return self._ib[key]
+
+    def _middles(self, src: str, dst: str) -> tuple[tuple[int, ...], ...] | None:
+        att = self.topology.attachment
+        s_sw, d_sw = att.get(src), att.get(dst)
+        if s_sw is None or d_sw is None:
+            return None
+        key = (s_sw, d_sw)
+        mids = self._mid.get(key)
+        if mids is None:
+            paths = self.topology.paths(src, dst)
+            mids = self._mid[key] = tuple(self._ids(directed(s_sw, p[1:-1])) for p in paths)
+        return mids
+
+    def flow_ids(self, flow: Flow, test_id: str) -> tuple[int, ...] | None:
+        """Hop ids ``flow`` of test ``test_id`` crosses, in order; None when there is no path."""
+        src, dst = flow.src, flow.dst
+        if src == dst:
+            return ()
+        if self.topology.fabric == "infiniband":
+            return self._ib_ids(src, dst)
+        mids = self._middles(src, dst)
+        if not mids:
+            return None
+        mid = mids[0] if len(mids) == 1 else mids[
+            stable_hash(self.seed, test_id, src, dst) % len(mids)]
+        att = self.topology.attachment
+        return (self.hop_id((src, att[src])), *mid, self.hop_id((att[dst], dst)))
 
     def hops(self, flow: Flow, test_id: str) -> tuple[Hop, ...] | None:
         """The directed links ``flow`` of test ``test_id`` crosses; None when there is no path."""
-        cands = self.candidates(flow.src, flow.dst)
-        if not cands:
-            return None
-        if len(cands) == 1:
-            return cands[0]
-        return cands[stable_hash(self.seed, test_id, flow.src, flow.dst) % len(cands)]
+        ids = self.flow_ids(flow, test_id)
+        return None if ids is None else tuple(self.hop_list[i] for i in ids)
 
     def path(self, flow: Flow, test_id: str) -> Path | None:
         """Like :meth:`hops` but as link keys (the topology's ``Path`` form)."""
@@ -158,18 +198,16 @@ def directed(src: str, path: Path) -> tuple[Hop, ...]:
     return tuple(out)
 
 
-def max_min_rates(
-    units: Sequence[Iterable[Hop]], capacity: dict[Hop, float]
-) -> list[float]:
-    """Max-min fair per-flow rates by progressive filling.
+def max_min_rates(units: Sequence[Sequence[int]], capacity: Sequence[float]) -> list[float]:
+    """Max-min fair per-flow rates by progressive filling (vectorized; batched by level).
 
     Parameters
     ----------
-    units : sequence of iterables of hops
-        One entry per allocation unit (a test): every directed hop of every flow of the unit;
-        a hop listed ``m`` times is used by ``m`` of its flows.
-    capacity : dict
-        Capacity (Gb/s) of each directed hop.
+    units : sequence of sequences of int
+        One entry per allocation unit (a test): the hop id of every hop of every flow of the
+        unit; a hop listed ``m`` times is used by ``m`` of its flows.
+    capacity : sequence of float
+        Capacity (Gb/s) by hop id.
 
     Returns
     -------
@@ -178,39 +216,36 @@ def max_min_rates(
 
     Examples
     --------
-    >>> max_min_rates([[("a", "b")], [("a", "b"), ("b", "c")]], {("a", "b"): 10, ("b", "c"): 2})
+    >>> max_min_rates([[0], [0, 1]], [10.0, 2.0])
     [8.0, 2.0]
+    >>> max_min_rates([[0, 0], [0]], [9.0])  # the first unit has two flows on hop 0
+    [3.0, 3.0]
     """
-    use: list[dict[Hop, int]] = []
-    users: dict[Hop, list[int]] = {}
-    load: dict[Hop, int] = {}
-    for u, hops in enumerate(units):
-        m: dict[Hop, int] = {}
-        for h in hops:
-            m[h] = m.get(h, 0) + 1
-        use.append(m)
-        for h, k in m.items():
-            users.setdefault(h, []).append(u)
-            load[h] = load.get(h, 0) + k
-    rem = {h: float(capacity[h]) for h in load}
-    rate = [float("inf")] * len(use)
-    frozen = [not m for m in use]
-    heap = [(rem[h] / load[h], h) for h in load]
-    heapq.heapify(heap)
-    while heap:
-        level, h = heapq.heappop(heap)
-        if load[h] == 0:
-            continue
-        now = max(rem[h], 0.0) / load[h]
-        if now > level * (1 + 1e-12) + 1e-12:
-            heapq.heappush(heap, (now, h))
-            continue
-        for u in users[h]:
-            if frozen[u]:
-                continue
-            frozen[u] = True
-            rate[u] = now
-            for h2, k in use[u].items():
-                rem[h2] -= now * k
-                load[h2] -= k
-    return rate
+    n_units = len(units)
+    rate = np.full(n_units, np.inf)
+    lengths = np.fromiter((len(u) for u in units), dtype=np.int64, count=n_units)
+    if lengths.sum() == 0:
+        return rate.tolist()
+    flat = np.fromiter(itertools.chain.from_iterable(units), dtype=np.int64,
+                       count=int(lengths.sum()))
+    used, hop = np.unique(flat, return_inverse=True)  # local ids 0..R-1
+    unit = np.repeat(np.arange(n_units), lengths)
+    n_res = len(used)
+    rem = np.asarray(capacity, dtype=float)[used].copy()
+    load = np.bincount(hop, minlength=n_res).astype(float)
+    live = np.ones(len(hop), dtype=bool)
+    while live.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            level = np.where(load > 0, np.maximum(rem, 0.0) / load, np.inf)
+        m = level.min()
+        bottleneck = level <= m * (1 + 1e-9) + 1e-12
+        hit = live & bottleneck[hop]
+        frozen = np.zeros(n_units, dtype=bool)
+        frozen[unit[hit]] = True
+        rate[frozen] = m
+        edges = live & frozen[unit]
+        freed = np.bincount(hop[edges], minlength=n_res)
+        rem -= freed * m
+        load -= freed
+        live &= ~edges
+    return rate.tolist()

@@ -33,6 +33,8 @@ def float_str(value: float, width: int) -> str:
     >>> float_str(376.123, 6), float_str(12646.2, 7), float_str(1715.44, 6)
     ('376.12', '12646.2', '1715.4')
     """
+    if -0.005 < value < 10 ** (width - 3) - 0.005:  # fast path: 2 decimals fit
+        return f"{value:{width}.2f}"
     for decimals in (2, 1, 0):
         s = f"{value:{width}.{decimals}f}"
         if len(s) <= width:

@@ -8,6 +8,7 @@ out-of-place and in-place) plus launch time; perftest/iperf3 take their duration
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,7 +48,15 @@ class ToolContext:
 
 
 def _pid(ctx: ToolContext, test: Test, host: str, i: int = 0) -> int:
-    return 2000 + stable_hash(ctx.seed, ctx.round_no, test.test_id, host, i) % 900_000
+    """A process id per (test, host, local rank): one hash per test, then arithmetic."""
+    base = _test_hash(ctx.seed, ctx.round_no, test.test_id)
+    k = test.nodes.index(host) if host in test.nodes else 0
+    return 2000 + (base + 104_729 * (64 * k + i)) % 900_000
+
+
+@functools.lru_cache(maxsize=8192)
+def _test_hash(seed: int, round_no: int, test_id: str) -> int:
+    return stable_hash(seed, round_no, test_id)
 
 
 def _nic_name(endpoint: str) -> str:
@@ -73,14 +82,16 @@ class NcclShape:
 
 
 def _ranks(test: Test, ctx: ToolContext, shape: NcclShape, cpu: bool) -> list[render.NcclRank]:
+    """One rank per GPU (``mpirun -np N ... -g 1``), each its own process."""
     g = max(1, shape.gpus_per_node)
-    ranks = []
-    for node in test.nodes:
-        for d in range(g):
-            pid = _pid(ctx, test, node, d)  # one process per GPU (mpirun -np N ... -g 1)
-            bus = "00" if cpu else render.GPU_BUS_IDS[d % len(render.GPU_BUS_IDS)]
-            ranks.append(render.NcclRank(node, pid, d, bus, ctx.gpu_name))
-    return ranks
+    base = _test_hash(ctx.seed, ctx.round_no, test.test_id)
+    bus_ids = ("00",) * g if cpu else tuple(
+        render.GPU_BUS_IDS[d % len(render.GPU_BUS_IDS)] for d in range(g))
+    return [
+        render.NcclRank(node, 2000 + (base + 104_729 * (64 * k + d)) % 900_000, d, bus_ids[d],
+                        ctx.gpu_name)
+        for k, node in enumerate(test.nodes) for d in range(g)
+    ]
 
 
 def _count(collective: str, size: int, n: int) -> int:
