@@ -1,0 +1,153 @@
+"""``fabriccheck history nodes | runs | drift | actions``: what the history database remembers."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from fabriccheck.cli.app import app, out, write_json
+from fabriccheck.errors import ConfigError
+
+history = typer.Typer(
+    help="What past runs say: lemon nodes, runs, drifting bandwidth, actions taken.",
+    no_args_is_help=True,
+)
+app.add_typer(history, name="history")
+
+Db = Annotated[
+    str | None,
+    typer.Option("--db", help="History database (default $FABRICCHECK_DB or "
+                              "~/.local/state/fabriccheck/history.sqlite)."),
+]  # fmt: skip
+Json = Annotated[bool, typer.Option("--json", help="Print only JSON.")]
+Limit = Annotated[int, typer.Option("--limit", help="At most this many rows.")]
+
+
+def _open(db: str | None):
+    from fabriccheck.store import Store, default_db_path
+
+    path = Path(db) if db else default_db_path()
+    if not path.exists():
+        raise ConfigError("no history database here", source=str(path),
+                          hint="run a sweep with --db PATH first, or pass --db")  # fmt: skip
+    return Store(path)
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
+
+
+@history.command("nodes")
+def nodes_cmd(
+    db: Db = None,
+    json_: Json = False,
+    limit: Limit = 20,
+    last_runs: Annotated[int, typer.Option("--last-runs", help="Look at this many runs.")] = 50,
+) -> None:
+    """Lemon nodes: nodes implicated again and again, highest score first, with the signals."""
+    with _open(db) as store:
+        lemons = store.lemon_nodes(last_runs=last_runs)[:limit]
+    if json_:
+        write_json([s.to_json() for s in lemons])
+        return
+    if not lemons:
+        out.print("no node was implicated in the stored runs")
+        return
+    t = Table(title=f"lemon nodes (last {last_runs} runs)")
+    t.add_column("node", no_wrap=True, min_width=max(len(s.node) for s in lemons))
+    for col in ("score", "bad", "suspect", "unreach.", "failed/tests", "drained", "returned",
+                "flaps", "last state", "last seen"):  # fmt: skip
+        t.add_column(col, justify="left" if col == "last state" else "right")
+    for s in lemons:
+        g = s.signals
+        t.add_row(
+            s.node, f"{s.score:.1f}", str(g["bad_runs"]), str(g["suspect_runs"]),
+            str(g["unreachable_runs"]), f"{g['failed_tests']}/{g['tests']}", str(g["drained"]),
+            str(g["returned"]), str(g["flaps"]), s.last_state, _when(s.last_seen_s),
+        )  # fmt: skip
+    out.print(t)
+
+
+@history.command("runs")
+def runs_cmd(db: Db = None, json_: Json = False, limit: Limit = 20) -> None:
+    """Stored runs, newest first (an unfinished one can be continued with ``--resume``)."""
+    with _open(db) as store:
+        runs = store.runs(limit=limit)
+    rows = [
+        {
+            "run_id": r.run_id, "mode": r.mode, "status": r.status, "started_s": r.started_s,
+            "finished_s": r.finished_s, "sku": r.sku, "nodes": len(r.nodes), "rounds": r.rounds,
+            "drain": (r.summary or {}).get("drain", []),
+            "actions_withheld": ((r.summary or {}).get("actions") or {}).get("withheld", False),
+        }
+        for r in runs
+    ]  # fmt: skip
+    if json_:
+        write_json(rows)
+        return
+    t = Table(title="runs")
+    for col in ("run id", "mode", "status", "started", "nodes", "rounds", "drain"):
+        t.add_column(col)
+    for r in rows:
+        drain = ", ".join(r["drain"][:5]) + (" ..." if len(r["drain"]) > 5 else "")
+        if r["actions_withheld"]:
+            drain += " (actions withheld)"
+        t.add_row(r["run_id"], r["mode"], r["status"], _when(r["started_s"]), str(r["nodes"]),
+                  str(r["rounds"]), drain or "-")  # fmt: skip
+    out.print(t)
+
+
+@history.command("drift")
+def drift_cmd(
+    db: Db = None,
+    json_: Json = False,
+    probe: Annotated[str | None, typer.Option("--probe", help="Only this probe.")] = None,
+    min_drop: Annotated[float, typer.Option("--min-drop", help="Smallest drop (0..1).")] = 0.05,
+) -> None:
+    """Nodes whose bandwidth falls across sweeps (relative to their peers), before they fail."""
+    with _open(db) as store:
+        drift = store.drifting_nodes(probe=probe, min_drop=min_drop)
+    if json_:
+        write_json([d.to_json() for d in drift])
+        return
+    if not drift:
+        out.print("no node is drifting")
+        return
+    t = Table(title="drifting nodes")
+    for col in ("node", "probe", "group", "runs", "drop", "latest", "floor", "below floor"):
+        t.add_column(col)
+    for d in drift:
+        t.add_row(d.node, d.probe, str(d.group_size), str(d.runs), f"{d.drop_fraction:.1%}",
+                  f"{d.latest_value:g}" if d.latest_value is not None else "-",
+                  f"{d.latest_floor:g}" if d.latest_floor is not None else "-",
+                  "yes" if d.below_floor else "no")  # fmt: skip
+    out.print(t)
+
+
+@history.command("actions")
+def actions_cmd(
+    db: Db = None,
+    json_: Json = False,
+    node: Annotated[str | None, typer.Option("--node", help="Only this node.")] = None,
+) -> None:
+    """Every drain/resume fabriccheck took (or would have: dry-run, withheld) and why."""
+    with _open(db) as store:
+        acts = store.actions(node=node)
+    rows = [
+        {"node": a.node, "action": a.action, "backend": a.backend, "status": a.status,
+         "reason": a.reason, "evidence": list(a.evidence), "at_s": a.at_s, "run_id": a.run_id}
+        for a in acts
+    ]  # fmt: skip
+    if json_:
+        write_json(rows)
+        return
+    t = Table(title="actions")
+    for col in ("when", "node", "action", "status", "reason"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(_when(r["at_s"]), r["node"], r["action"], r["status"], r["reason"])
+    out.print(t)
