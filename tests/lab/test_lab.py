@@ -1,0 +1,141 @@
+"""Proof on the namespace lab: real sshd, real iperf3/gloo traffic through tc-shaped veths.
+
+A sweep with the ssh executor finds a throttled NIC and a throttled uplink; an allreduce-cpu
+group with a throttled member is slower than a healthy group; a hung probe is killed within its
+timeout + 5 s with nothing left on the hosts; an unreachable host is reported while the rest
+completes; ``down`` removes everything, even when the lab's state was lost.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from fabriccheck.executors.ssh import SSHExecutor, SSHHostRunner
+from fabriccheck.inventory.file import load_inventory
+from fabriccheck.models import Flow, Test
+from fabriccheck.probes.nccl_tests import parse_nccl_tests
+from tests.lab.conftest import Lab, inject, lab_skip_reason, stray_processes
+
+pytestmark = pytest.mark.lab
+
+
+def iperf3(tid: str, src: str, dst: str, timeout_s: float = 20, duration_s: float = 2) -> Test:
+    return Test(tid, "iperf3", (src, dst), (Flow(f"{src}/eth0", f"{dst}/eth0"),),
+                timeout_s=timeout_s, params={"duration_s": duration_s})
+
+
+def allreduce(tid: str, nodes: tuple[str, ...], timeout_s: float = 60) -> Test:
+    k = len(nodes)
+    flows = tuple(Flow(f"{nodes[i]}/eth0", f"{nodes[(i + 1) % k]}/eth0") for i in range(k))
+    return Test(tid, "allreduce-cpu", nodes, flows, timeout_s=timeout_s,
+                params={"size_bytes": 8 << 20, "iters": 3})
+
+
+def sweep(lab: Lab):
+    from fabriccheck import orchestrator
+    from fabriccheck.policy import SweepPolicy
+    from fabriccheck.specs import resolve_spec
+    from fabriccheck.topology.load import load_topology
+
+    topo = load_topology("lab-4")
+    policy = SweepPolicy(pair_probe="iperf3", scale_probe="allreduce-cpu", duration_s=2)
+    with SSHExecutor(lab.inventory) as ex:
+        return orchestrator.run("sweep", sorted(topo.nodes), topo, resolve_spec(None, topo), ex,
+                                policy)
+
+
+def test_hosts_have_own_hostname_sshd_and_nic_address(lab: Lab) -> None:
+    inv = load_inventory(lab.inventory)
+    runner = SSHHostRunner(inv)
+    try:
+        for host in inv.nodes:
+            out = runner.run(host, ["sh", "-c", "hostname; ip -o -4 addr show dev eth0"])
+            name, addr = out.stdout.splitlines()
+            assert out.exit_code == 0 and name == host
+            assert inv.host(host).nic("eth0").ip in addr
+    finally:
+        runner.close()
+
+
+def test_sweep_over_ssh_finds_the_throttled_nic(lab: Lab) -> None:
+    inject(lab, {"kind": "nic_degraded", "nic": "host2/eth0", "factor": 0.25})
+    result = sweep(lab)
+    assert result.drain == ["host2"], result.observations
+    assert "host2" in result.bad_nodes or "host2/eth0" in result.bad_nics
+    assert not result.bad_links and not result.unreachable
+    assert result.rounds <= 3
+
+
+def test_sweep_over_ssh_localizes_the_throttled_uplink(lab: Lab) -> None:
+    inject(lab, {"kind": "link_degraded", "link": ["leaf-2", "spine-1"], "factor": 0.5})
+    result = sweep(lab)
+    assert result.drain == [] and result.bad_nodes == [] and result.bad_nics == []
+    named = [tuple(sorted(link)) for link in result.bad_links] + [
+        tuple(sorted(c)) for s in result.link_suspects for c in s["candidates"]]
+    assert ("leaf-2", "spine-1") in named
+    # lab-4 has one spine: every cross-leaf flow crosses both uplinks, so at most those two
+    assert set(named) <= {("leaf-1", "spine-1"), ("leaf-2", "spine-1")}
+
+
+def test_allreduce_cpu_group_with_a_throttled_member_is_slower(lab: Lab) -> None:
+    inject(lab, {"kind": "nic_degraded", "nic": "host1/eth0", "factor": 0.25})
+    tests = [allreduce("slow", ("host1", "host2")), allreduce("fast", ("host3", "host4"))]
+    with SSHExecutor(lab.inventory, port_base=29610) as ex:
+        slow, fast = ex.run_round(tests)
+    parsed = {}
+    for raw in (slow, fast):
+        assert raw.exit_code == 0, (raw.error, raw.stderr[-500:])
+        parsed[raw.test_id] = parse_nccl_tests(raw.stdout)
+        assert parsed[raw.test_id].status == "ok"
+    assert parsed["slow"].hosts == ("host1", "host2") and parsed["fast"].ranks == 2
+    slow_bw, fast_bw = parsed["slow"].max_busbw_gbps, parsed["fast"].max_busbw_gbps
+    assert fast_bw > 0.07  # ~0.11 GB/s through a 1 Gb/s link
+    assert slow_bw < 0.6 * fast_bw  # the 0.25x member drags its group down
+
+
+def test_hung_probe_is_killed_within_timeout_and_leaves_nothing(lab: Lab) -> None:
+    inject(lab, {"kind": "node_hang", "node": "host4"})
+    with SSHExecutor(lab.inventory, port_base=29620) as ex:
+        t0 = time.monotonic()
+        hung, ok = ex.run_round([iperf3("hung", "host3", "host4", timeout_s=3),
+                                 iperf3("ok", "host1", "host2")])
+        assert hung.timed_out and hung.exit_code is None
+        assert hung.duration_s < 3 + 5 and time.monotonic() - t0 < 20
+        assert ok.exit_code == 0 and not ok.timed_out
+        (group,) = ex.run_round([allreduce("group", ("host1", "host2", "host4"), timeout_s=4)])
+    assert group.timed_out and group.duration_s < 4 + 5
+    time.sleep(0.3)
+    assert stray_processes(lab) == {}  # no sleep/iperf3/python left on any host
+
+
+def test_unreachable_host_is_reported_and_the_rest_completes(lab: Lab) -> None:
+    inject(lab, {"kind": "node_unreachable", "node": "host3"})
+    with SSHExecutor(lab.inventory, port_base=29630) as ex:
+        ok, down = ex.run_round([iperf3("ok", "host1", "host2"), iperf3("down", "host3", "host4")])
+    assert ok.exit_code == 0 and not ok.unreachable
+    assert down.unreachable == ("host3",) and down.exit_code is None and down.error
+    assert stray_processes(lab) == {}  # host4's server was killed too (or never started)
+
+
+def test_down_removes_everything_even_after_state_was_lost(tmp_path) -> None:
+    reason = lab_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from fabriccheck import lab
+    from fabriccheck.lab import netns
+
+    name = f"d{os.getpid() % 100000}"
+    info = lab.up("lab-4", name=name, directory=tmp_path / "lab")
+    assert len(netns.lab_netns(name)) == 5 and netns.root_links(name)
+    # a crash: the registry pointer and state are gone, only the kernel objects remain
+    (tmp_path / "lab" / "state.json").unlink()
+    lab.lab.REGISTRY.joinpath(name).unlink()
+    removed = lab.down(name)
+    assert netns.lab_netns(name) == [] and netns.root_links(name) == []
+    assert any(r.startswith("netns") for r in removed)
+    left = subprocess.run(["pgrep", "-f", info.dir], capture_output=True, text=True).stdout
+    assert left == ""  # every sshd of that lab is gone
