@@ -79,7 +79,8 @@ class ActionPlan:
 
 
 def _failing(obs: Observation) -> bool:
-    return obs.status in ("fail", "hang", "error")
+    """Evidence against a node: a failed or hung test (``error``, unreadable output, is not)."""
+    return obs.status in ("fail", "hang")
 
 
 def tested_nodes(result: RunResult) -> list[str]:

@@ -19,8 +19,9 @@ from typing import Any
 
 from fabriccheck.store.stats import MAD_TO_SIGMA, mad, theil_sen_slope
 
-#: observation statuses that count against the nodes of a test
-FAILING = ("fail", "hang", "error", "unreachable")
+#: observation statuses that count against the nodes of a test (``error`` is fabriccheck's own
+#: trouble reading a result: evidence of nothing)
+FAILING = ("fail", "hang", "unreachable")
 
 
 @dataclass(frozen=True)

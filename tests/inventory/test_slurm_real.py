@@ -8,7 +8,9 @@ import pytest
 
 from fabriccheck.errors import ExecutorError
 from fabriccheck.inventory.command import run_command
+from fabriccheck.inventory.guard import IdleGuardExecutor
 from fabriccheck.inventory.slurm import SlurmInventory
+from fabriccheck.models import RawResult, Test
 from tests.slurmlab import slurm_lab, unavailable_reason
 
 pytestmark = [
@@ -63,3 +65,36 @@ def test_reservation_holds_nodes_and_is_released_even_on_error(lab, inv):
             raise RuntimeError("boom")
     assert "fc-test-hold" not in lab.run("scontrol", "show", "reservation", check=False)
     lab.wait_states({"fcn2": "idle", "fcn3": "idle"}, timeout_s=40)
+
+
+class EchoExecutor:
+    """Stands in for the probe executor (the subject here is the guard against real Slurm)."""
+
+    name = "echo"
+
+    def __init__(self):
+        self.ran: list[str] = []
+
+    def run_round(self, tests):
+        self.ran += [t.test_id for t in tests]
+        return [RawResult(t.test_id, stdout="ok") for t in tests]
+
+    def close(self):
+        pass
+
+
+def test_guard_skips_tests_on_a_node_a_job_took_between_rounds(lab, inv):
+    guard = IdleGuardExecutor(EchoExecutor(), inv)
+    pairs = [Test("a", "iperf3", ("fcn1", "fcn2")), Test("b", "iperf3", ("fcn3", "fcn4"))]
+    assert [r.error for r in guard.run_round(pairs)] == [None, None]
+    job = lab.run("sbatch", "--parsable", "-w", "fcn2", "--wrap", "sleep 120").strip()
+    try:
+        lab.wait_states({"fcn2": "allocated"})
+        swapped = [Test("c", "iperf3", ("fcn2", "fcn3")), Test("d", "iperf3", ("fcn4", "fcn1"))]
+        raws = guard.run_round(swapped)
+        assert raws[0].exit_code is None and "fcn2 no longer idle" in raws[0].error
+        assert raws[1].stdout == "ok"
+        assert guard.inner.ran == ["a", "b", "d"] and guard.lost == {"fcn2": 1}
+    finally:
+        lab.run("scancel", job)
+        lab.wait_states({"fcn2": "idle"})
