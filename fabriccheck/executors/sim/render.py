@@ -7,6 +7,7 @@ Everything here is pure string building; numbers come from ``executors.sim.execu
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -81,19 +82,27 @@ def render_nccl_header(
         "# Using devices",
     ]
     for i, r in enumerate(ranks):
-        lines.append(
-            f"#  Rank {i:2d} Group  0 Pid {r.pid:6d} on {r.host.split('.')[0]:>10s} "
-            f"device {r.device:2d} [0000:{r.bus_id}:00] {r.gpu_name}"
-        )
-    lines += [
+        tail = _rank_tail(r.host, r.device, r.bus_id, r.gpu_name)
+        lines.append(f"#  Rank {i:2d} Group  0 Pid {r.pid:6d}{tail}")
+    lines += _column_header()
+    return lines
+
+
+@functools.lru_cache(maxsize=65536)
+def _rank_tail(host: str, device: int, bus_id: str, gpu_name: str) -> str:
+    return f" on {host.split('.')[0]:>10s} device {device:2d} [0000:{bus_id}:00] {gpu_name}"
+
+
+@functools.lru_cache(maxsize=1)
+def _column_header() -> tuple[str, ...]:
+    return (
         "#",
         "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place          ",
         _columns("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
                  "time", "algbw", "busbw", "#wrong"),
         _columns("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
                  "(GB/s)", "(GB/s)", ""),
-    ]
-    return lines
+    )
 
 
 def _columns(*c: str) -> str:
