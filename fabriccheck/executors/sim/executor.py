@@ -281,6 +281,12 @@ class SimExecutor:
             return RawResult(test.test_id, exit_code=None, duration_s=test.timeout_s,
                              timed_out=True, commands=commands)
         run = self._run_tool(prep, ctx, port)
+        if run.duration_s > test.timeout_s and not run.timed_out:
+            # killed at the timeout: iperf3 -J prints nothing before it ends; perftest has
+            # printed its header (its errors on stderr would have come later)
+            stdout = "" if test.probe == "iperf3" else run.stdout
+            run = tools.ToolRun(stdout, exit_code=None, duration_s=test.timeout_s,
+                                timed_out=True)
         return RawResult(test.test_id, stdout=run.stdout, stderr=run.stderr,
                          exit_code=run.exit_code, duration_s=run.duration_s,
                          timed_out=run.timed_out, commands=commands)

@@ -278,3 +278,13 @@ def test_spec_gives_sizes_and_host_caps(ib):
     assert res.bw_at() == pytest.approx(392, rel=0.01)
     assert parse_iperf3(r_ip.stdout).received_gbps == pytest.approx(
         spec.lookup("iperf3", 2).expected, rel=0.01)
+
+
+def test_a_failure_slower_than_the_timeout_is_a_timeout(ib):
+    # iperf3 waits ~30 s for a connection over a dead link; a 10 s timeout kills it first
+    t = pair(ib, "i", "node-001", "node-003", probe="iperf3")
+    t = Test(t.test_id, t.probe, t.nodes, t.flows, timeout_s=10.0, params=t.params)
+    ex = sim(ib, {"faults": [{"kind": "nic_down", "nic": "node-003/mlx5_0"}]})
+    [raw] = ex.run_round([t])
+    assert raw.timed_out and raw.exit_code is None and raw.stdout == ""
+    assert raw.duration_s == 10.0
