@@ -119,6 +119,23 @@ class FaultSet:
         faults = tuple(_parse_fault(f, i, source) for i, f in enumerate(raw_faults))
         return cls(noise=noise, faults=faults, source=source)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The faults-file mapping (inverse of :meth:`from_dict`; links as ``[a, b]`` lists).
+
+        >>> FaultSet.from_dict({"faults": [{"kind": "link_down", "link": ["s", "l"]}]}).to_dict()
+        {'noise': {'jitter': 0.0, 'glitch_rate': 0.0}, 'faults': [{'kind': 'link_down', \
+'link': ['l', 's']}]}
+        """
+        faults = []
+        for f in self.faults:
+            item: dict[str, Any] = {"kind": f.kind}
+            for name in KINDS[f.kind]:
+                value = getattr(f, name)
+                item[name] = list(value) if name == "link" else value
+            faults.append(item)
+        return {"noise": {"jitter": self.noise.jitter, "glitch_rate": self.noise.glitch_rate},
+                "faults": faults}
+
     # ---- checks ----------------------------------------------------------------------------
     def validate(self, topology: Topology) -> FaultSet:
         """Check that every node, NIC and link named exists in ``topology``; return self.

@@ -133,3 +133,21 @@ def test_missing_and_broken_files(tmp_path):
     bad.write_text("faults: [ {kind: nic_down\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_faults(bad)
+
+
+def test_to_dict_round_trips(tmp_path):
+    path = tmp_path / "faults.yaml"
+    path.write_text(DESIGN_EXAMPLE)
+    fs = load_faults(path)
+    again = FaultSet.from_dict(fs.to_dict(), source=fs.source)
+    assert again == fs
+    assert fs.to_dict()["faults"][4] == {"kind": "link_degraded", "link": ["leaf-1-2", "spine-3"],
+                                         "factor": 0.5}
+
+
+def test_doctests():
+    import doctest
+
+    import fabriccheck.faults as mod
+
+    assert doctest.testmod(mod).failed == 0
