@@ -8,6 +8,7 @@ connections and the most exec sessions running at once, so tests can check reuse
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import threading
@@ -67,6 +68,10 @@ class FakeHost:
     active: int = 0
     max_active: int = 0
     commands: list[str] = field(default_factory=list)
+    #: when set, probe binaries on this host's PATH hang (the lab's node_hang, in miniature)
+    hang_bin: Path | None = None
+    #: when set, connections are accepted and dropped at once (an sshd that is not there)
+    refuse: bool = False
 
     def __post_init__(self) -> None:
         self.host_key = new_key(self.key_dir / f"hostkey-{self.name}")
@@ -86,6 +91,9 @@ class FakeHost:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
+            if self.refuse:
+                conn.close()
+                continue
             with self._lock:
                 self.connections += 1
             t = paramiko.Transport(conn)
@@ -102,8 +110,11 @@ class FakeHost:
             self.active += 1
             self.max_active = max(self.max_active, self.active)
         try:
+            env = dict(os.environ)
+            if self.hang_bin is not None:
+                env["PATH"] = f"{self.hang_bin}:{env.get('PATH', '/usr/bin:/bin')}"
             proc = subprocess.Popen(["sh", "-c", command], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+                                    stderr=subprocess.PIPE, start_new_session=True, env=env)
 
             def pump(src, send) -> None:
                 for chunk in iter(lambda: src.read1(65536), b""):

@@ -1,4 +1,9 @@
-"""The namespace lab for tests: built once per session (lab-4), healed between tests, torn down."""
+"""The namespace lab for tests: built once per session (lab-4), healed between tests, torn down.
+
+The fixtures are imported by tests/lab/conftest.py and by tests/executors/test_contract.py;
+pytest registers them twice, so the lab itself is a module-level singleton with a user count:
+built by the first user, removed by the last.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +35,9 @@ class Lab:
     netns: dict[str, str]
 
 
+_SHARED: dict = {"lab": None, "users": 0}
+
+
 @pytest.fixture(scope="session")
 def lab4(tmp_path_factory: pytest.TempPathFactory) -> Lab:
     reason = lab_skip_reason()
@@ -37,12 +45,18 @@ def lab4(tmp_path_factory: pytest.TempPathFactory) -> Lab:
         pytest.skip(reason)
     from fabriccheck import lab
 
-    name = f"t{os.getpid() % 100000}"  # unique per test run: parallel runs do not collide
-    info = lab.up("lab-4", name=name, directory=tmp_path_factory.mktemp("lab4"))
+    if _SHARED["lab"] is None:
+        name = f"t{os.getpid() % 100000}"  # unique per test run: parallel runs do not collide
+        info = lab.up("lab-4", name=name, directory=tmp_path_factory.mktemp("lab4"))
+        _SHARED["lab"] = Lab(name, Path(info.dir), Path(info.inventory), dict(info.netns))
+    _SHARED["users"] += 1
     try:
-        yield Lab(name, Path(info.dir), Path(info.inventory), dict(info.netns))
+        yield _SHARED["lab"]
     finally:
-        lab.down(name)
+        _SHARED["users"] -= 1
+        if _SHARED["users"] == 0:
+            lab.down(_SHARED["lab"].name)
+            _SHARED["lab"] = None
 
 
 @pytest.fixture

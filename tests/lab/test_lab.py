@@ -18,7 +18,7 @@ from fabriccheck.executors.ssh import SSHExecutor, SSHHostRunner
 from fabriccheck.inventory.file import load_inventory
 from fabriccheck.models import Flow, Test
 from fabriccheck.probes.nccl_tests import parse_nccl_tests
-from tests.lab.conftest import Lab, inject, lab_skip_reason, stray_processes
+from tests.lab.labfixtures import Lab, inject, lab_skip_reason, stray_processes
 
 pytestmark = pytest.mark.lab
 
