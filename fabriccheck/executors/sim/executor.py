@@ -7,14 +7,16 @@ real parsers are on the path. The bandwidth model (paths, faults, max-min conten
 
 Measured values: a collective over R rails reaches busbw ``R × rate/8 × efficiency`` (rate = the
 test's per-flow Gb/s after contention; efficiency ~0.94 for all_reduce, so 8 × 400G gives ~376
-GB/s); a 1-node collective runs at the spec's ``intra_node_busbw_gbps`` (NVLink); ib_write_bw
-reports 0.98 × rate; iperf3 0.94 × rate; host-bound probes (iperf3, allreduce-cpu) are capped by
-the spec's ``expected`` value. Every measurement is × (1 + N(0, jitter)); with probability
-``glitch_rate`` a test is also × U(0.3, 0.7) (transient: a retest draws again).
+GB/s on 2 nodes, 1.3% less per doubling of the ring beyond that); a 1-node collective runs at
+the spec's ``intra_node_busbw_gbps`` (NVLink); ib_write_bw reports 0.98 × rate; iperf3 0.94 ×
+rate; host-bound probes (iperf3, allreduce-cpu) are capped by the spec's ``expected`` value.
+Every measurement is × (1 + N(0, jitter)); with probability ``glitch_rate`` a test is also
+× U(0.3, 0.7) (transient: a retest draws again).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -39,6 +41,8 @@ NCCL_EFFICIENCY = {"all_reduce": 0.94, "all_gather": 0.94, "reduce_scatter": 0.9
 #: single-node busbw of a collective relative to all_reduce (NVLS all_reduce ~480, ring ~370)
 ONE_NODE_RATIO = {"all_reduce": 1.0, "all_gather": 0.77, "reduce_scatter": 0.77,
                   "alltoall": 0.77, "sendrecv": 0.77}
+#: busbw lost per doubling of a ring beyond 2 nodes (tool-formats.md §5: 2 nodes ~370, large ~365)
+NCCL_LOSS_PER_DOUBLING = 0.013
 IB_WRITE_BW_EFFICIENCY = 0.98
 IPERF3_EFFICIENCY = 0.94
 CPU_EFFICIENCY = 0.90
@@ -337,4 +341,5 @@ class SimExecutor:
         if len(test.nodes) == 1:
             return self.intra_busbw_gbps * ONE_NODE_RATIO[coll] * self._node_factor(test.nodes)
         rails = len({self.nic_rail(f.src) for f in prep.flows}) or 1
-        return rails * self._rate(prep) / 8 * NCCL_EFFICIENCY[coll]
+        scale = 1.0 - NCCL_LOSS_PER_DOUBLING * math.log2(len(test.nodes) / 2)
+        return rails * self._rate(prep) / 8 * NCCL_EFFICIENCY[coll] * scale

@@ -288,3 +288,13 @@ def test_a_failure_slower_than_the_timeout_is_a_timeout(ib):
     [raw] = ex.run_round([t])
     assert raw.timed_out and raw.exit_code is None and raw.stdout == ""
     assert raw.duration_s == 10.0
+
+
+def test_bigger_rings_lose_a_little(ib):
+    ex = sim(ib)
+    [two] = ex.run_round([nccl(ib, "2", ["node-001", "node-003"])])
+    [four] = ex.run_round([nccl(ib, "4", ["node-002", "node-004", "node-005", "node-007"])])
+    [eight] = ex.run_round([nccl(ib, "8", [f"node-{i:03d}" for i in range(1, 9)])])
+    assert busbw(two) == pytest.approx(376, rel=0.01)
+    assert busbw(four) == pytest.approx(376 * 0.987, rel=0.01)
+    assert busbw(eight) == pytest.approx(376 * 0.974, rel=0.01)
