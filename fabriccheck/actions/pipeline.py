@@ -121,7 +121,7 @@ def apply_run_outcome(
 
     for a in plan.drain:
         if plan.withheld:
-            record(a, WITHHELD, plan.reason)
+            record(a, WITHHELD, "drain budget exceeded (see actions.reason)")
         else:
             record(a, *_act(a, actuator, apply))
     for a in plan.resume:

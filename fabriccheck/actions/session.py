@@ -1,0 +1,188 @@
+"""The operations around one run: which nodes (scheduler), holding them, history, resume, actions.
+
+:class:`OpsSession` is what ``sweep``/``gate``/``bisect`` wrap around the orchestrator::
+
+    ops = OpsSession(mode, OpsOptions(...), sku=spec.sku, fabric=topology.fabric)
+    nodes = ops.select_nodes(nodes, explicit=user_gave_nodes, known=topology.nodes)
+    ops.begin(nodes)                         # history: the run starts (or resumes)
+    with ops.hold(nodes):                    # Slurm reservation / K8s under-test label
+        executor = ops.wrap(executor, spec)  # per-round history, replay, idle re-checks
+        result = orchestrator.run(mode, nodes, ..., executor, ...)
+    ops.finish(result)                       # safety, actions, exclude file, history, metrics
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from fabriccheck.actions.pipeline import BACKENDS, apply_run_outcome
+from fabriccheck.errors import ConfigError
+from fabriccheck.models import Observation, RunResult
+
+log = logging.getLogger("fabriccheck.actions")
+
+
+@dataclass
+class OpsOptions:
+    """The operations flags of sweep/gate/bisect (see docs/sweep.md)."""
+
+    db: str | None = None
+    no_history: bool = False
+    resume: str | None = None
+    scheduler: str | None = None  # slurm | kubernetes
+    partition: str | None = None
+    selector: str | None = None
+    skip_tested_within_s: float = 0.0
+    apply: bool = False
+    max_drain: float = 0.1
+    exclude_file: str | None = None
+    metrics: str | None = None
+
+
+class OpsSession:
+    """History, scheduler and actions for one run (see the module docstring)."""
+
+    def __init__(self, mode: str, opts: OpsOptions, *, sku: str = "", fabric: str = "") -> None:
+        if opts.scheduler is not None and opts.scheduler not in BACKENDS:
+            raise ConfigError(f"unknown scheduler {opts.scheduler!r}", source="--scheduler",
+                              hint=f"use one of {', '.join(BACKENDS)}")  # fmt: skip
+        if opts.apply and opts.scheduler is None:
+            raise ConfigError("--apply needs to know where to act", source="--apply",
+                              hint="add --scheduler slurm or --scheduler kubernetes")  # fmt: skip
+        self.mode, self.opts, self.sku, self.fabric = mode, opts, sku, fabric
+        self.store = self._open_store()
+        self.inventory = self._make_inventory()
+        self.run_id: str | None = None
+        self.replay: dict[int, list[Observation]] = {}
+        self.notes: dict[str, Any] = {}
+        if opts.resume:
+            if self.store is None:
+                raise ConfigError("--resume needs the history database", source="--resume",
+                                  hint="drop --no-history")  # fmt: skip
+            rec, self.replay = self.store.resume_run(opts.resume)
+            if rec.mode != mode:
+                raise ConfigError(f"run {opts.resume!r} was a {rec.mode}, not a {mode}",
+                                  source="--resume")  # fmt: skip
+            self.run_id = rec.run_id
+            self.resumed_nodes: list[str] = rec.nodes
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _open_store(self):
+        from fabriccheck.store import Store, default_db_path
+
+        if self.opts.no_history:
+            return None
+        if self.opts.db:
+            return Store(self.opts.db)
+        try:
+            return Store(default_db_path())
+        except ConfigError as exc:  # the default place is not writable: run without history
+            log.warning("no history: %s (pass --db PATH)", exc)
+            return None
+
+    def _make_inventory(self):
+        if self.opts.scheduler == "slurm":
+            from fabriccheck.inventory.slurm import SlurmInventory
+
+            return SlurmInventory(partition=self.opts.partition)
+        if self.opts.scheduler == "kubernetes":
+            from fabriccheck.inventory.kubernetes import KubernetesInventory
+
+            return KubernetesInventory(selector=self.opts.selector)
+        return None
+
+    def held(self) -> dict[str, Any]:
+        """Nodes fabriccheck took out earlier on this scheduler (from history)."""
+        if self.store is None or self.opts.scheduler is None:
+            return {}
+        return self.store.held_nodes(self.opts.scheduler)
+
+    def select_nodes(
+        self, nodes: Sequence[str], *, explicit: bool, known: Iterable[str] | None = None
+    ) -> list[str]:
+        """The nodes to test.
+
+        ``--resume``: the resumed run's nodes. Gate without explicit nodes inside a Slurm job:
+        ``SLURM_JOB_NODELIST``. Sweep with ``--scheduler`` and no explicit nodes: the idle nodes
+        (plus drained-by-us ones to re-test), minus those tested within
+        ``--skip-tested-within``. Nodes not in ``known`` (the topology) are left out and noted.
+        """
+        import os
+
+        if self.opts.resume:
+            return list(self.resumed_nodes)
+        chosen = list(nodes)
+        if not explicit and self.mode == "gate" and os.environ.get("SLURM_JOB_NODELIST"):
+            from fabriccheck.inventory.slurm import gate_nodes
+
+            chosen = gate_nodes()
+            self.notes["nodes_from"] = "SLURM_JOB_NODELIST"
+        elif not explicit and self.inventory is not None:
+            chosen = self.inventory.idle_nodes(recovering=self.held())
+            self.notes["nodes_from"] = f"{self.opts.scheduler} idle nodes"
+        if self.mode == "sweep" and self.opts.skip_tested_within_s > 0 and self.store is not None:
+            recent = self.store.recently_tested(self.opts.skip_tested_within_s)
+            skipped = [n for n in chosen if n in recent]
+            chosen = [n for n in chosen if n not in recent]
+            if skipped:
+                self.notes["skipped_recently_tested"] = skipped
+        if known is not None:
+            known_set = set(known)
+            unknown = [n for n in chosen if n not in known_set]
+            if unknown:
+                self.notes["not_in_topology"] = unknown
+                chosen = [n for n in chosen if n in known_set]
+        return chosen
+
+    @contextmanager
+    def hold(self, nodes: Sequence[str]) -> Iterator[None]:
+        """Keep the scheduler off ``nodes`` while they are tested (sweeps only: a gate's nodes
+        already belong to its job)."""
+        if self.mode == "gate" or self.inventory is None or not nodes:
+            ctx: Any = nullcontext()
+        else:
+            ctx = self.inventory.reserve(list(nodes))
+        with ctx:
+            yield
+
+    def begin(self, nodes: Sequence[str]) -> str | None:
+        """Record the run's start (unless resuming); returns the run id."""
+        if self.store is not None and self.run_id is None:
+            self.run_id = self.store.begin_run(self.mode, nodes, sku=self.sku, fabric=self.fabric)
+        return self.run_id
+
+    def wrap(self, executor: Any, spec: Any = None) -> Any:
+        """The executor with idle re-checks (scheduler) and per-round recording (history)."""
+        if self.inventory is not None and self.mode != "gate":
+            from fabriccheck.inventory.guard import IdleGuardExecutor
+
+            executor = IdleGuardExecutor(executor, self.inventory)
+        if self.store is not None and self.run_id is not None:
+            from fabriccheck.store.recording import RecordingExecutor
+
+            executor = RecordingExecutor(executor, self.store, self.run_id, spec=spec,
+                                         replay=self.replay)  # fmt: skip
+        return executor
+
+    # -- after the run -----------------------------------------------------------------------
+    def finish(self, result: RunResult, *, topology: Any = None) -> dict[str, Any]:
+        """Safety rules, actions, exclude file, history and metrics for the finished run."""
+        result.extra.update(self.notes)
+        if self.opts.resume:
+            result.extra["resumed"] = self.opts.resume
+        summary = apply_run_outcome(
+            result, store=self.store, run_id=self.run_id, backend=self.opts.scheduler,
+            apply=self.opts.apply, max_drain=self.opts.max_drain,
+            exclude_file=self.opts.exclude_file, metrics_path=self.opts.metrics,
+            topology=topology, sku=self.sku, fabric=self.fabric,
+        )  # fmt: skip
+        return summary
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
