@@ -11,6 +11,7 @@ from fabriccheck.probes._text import strip_source_line
 from fabriccheck.probes.iperf3 import parse_iperf3
 from fabriccheck.probes.nccl_log import scan_nccl_log
 from fabriccheck.probes.nccl_tests import parse_nccl_tests
+from fabriccheck.probes.nccl_tests_json import looks_like_nccl_tests_json
 from fabriccheck.probes.perftest import parse_perftest
 from fabriccheck.probes.results import (
     FAILED,
@@ -72,6 +73,8 @@ def detect_tool(text: str) -> str:
     'nccl-log'
     """
     text = strip_source_line(text)
+    if looks_like_nccl_tests_json(text):
+        return "nccl-tests"
     head = text[:200_000]
     counts = {tool: len(_SIGNS[tool].findall(head)) for tool in _PRIORITY}
     if counts["nccl-tests"] and counts["nccl-tests"] >= counts["perftest"]:

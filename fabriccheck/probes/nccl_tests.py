@@ -23,6 +23,10 @@ from fabriccheck.probes._text import (
     to_float,
     to_int,
 )
+from fabriccheck.probes.nccl_tests_json import (
+    looks_like_nccl_tests_json,
+    parse_nccl_tests_json,
+)
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -86,7 +90,7 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     ----------
     text
         stdout (optionally followed by stderr) of ``all_reduce_perf`` & co., launcher prefixes
-        and interleaved NCCL lines included.
+        and interleaved NCCL lines included; or the ``-J`` JSON report.
 
     Returns
     -------
@@ -107,6 +111,8 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     >>> r.status, len(r.rows), r.rows[0].wrong
     ('ok', 1, 0)
     """
+    if looks_like_nccl_tests_json(text):
+        return parse_nccl_tests_json(text)
     st = _State()
     for lineno, raw in enumerate(text.splitlines(), 1):
         _feed(st, clean_line(raw), lineno)

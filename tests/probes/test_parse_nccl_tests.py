@@ -220,7 +220,7 @@ def test_tag_output_midrun_failure_names_host_and_hca():
 
 def test_synthetic_fixtures_carry_their_source_line():
     for path in (LOCAL_FIXTURES / "nccl-tests").glob("*.txt"):
-        assert path.read_text().startswith("# source: written from the printf formats"), path
+        assert path.read_text().startswith("# source: written from the "), path
 
 
 # --- edge cases written inline ---------------------------------------------------------------
@@ -359,3 +359,27 @@ def test_launcher_lines_name_the_host(line, kind, host, rank, status):
     e = r.errors[0]
     assert (e.kind, e.host, e.rank, e.status) == (kind, host, rank, status)
     assert "node-b" in r.hosts
+
+
+def test_json_report_same_result_as_stdout():
+    text = read_fixture(NT + "nccl_allreduce_v2.20_json_report_2node_synthetic.txt")
+    r = parse_nccl_tests(text)
+    assert r.status == "ok" and r.collective == "all_reduce"
+    assert [x.size_bytes for x in r.rows] == [2**k for k in range(30, 35)]
+    assert r.max_busbw_gbps == 369.62 and r.rows[0].root == -1 and r.rows[0].wrong == 0
+    assert r.hosts == ("node-017", "node-018") and r.ranks == 16
+    assert (r.min_bytes, r.max_bytes, r.validation, r.out_of_bounds) == (2**30, 2**34, 1, 0)
+    cut = parse_nccl_tests(text[: len(text) // 2])
+    assert cut.status == "incomplete"
+
+
+def test_json_report_wrong_results_and_errors():
+    doc = ('{"version":3,"nccl_version":22703,"config":{"devices":[]},"results":[{"size":8,'
+           '"count":2,"type":"float","redop":"sum","root":"    -1","out_of_place":{"time":"nan",'
+           '"alg_bw":0,"bus_bw":0,"nwrong":12},"in_place":{"time":1,"alg_bw":0,"bus_bw":0,'
+           '"nwrong":null}}],"out_of_bounds":{"count":1,"okay":"false"},'
+           '"average_bus_bandwidth":{"bandwidth":0,"okay":"unchecked"},'
+           '"errors":["NET/IB : Got async event : port error"],"end_time":"x"}')
+    r = parse_nccl_tests(doc)
+    assert r.status == "failed" and [e.kind for e in r.errors] == ["nccl", "wrong_results"]
+    assert r.rows[0].time_us is None and r.rows[0].wrong == 12 and r.rows[0].wrong_inplace is None
