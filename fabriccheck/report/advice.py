@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from fabriccheck.models import BAD, SUSPECT, RunResult, nic_node
+from fabriccheck.models import BAD, SUSPECT, RunResult, link_key, nic_node
 from fabriccheck.report.view import HUNG, UNREACHABLE, RunView, compact, natural_key
 
 #: at most this many per-node commands before they are merged into one hostlist command
@@ -76,6 +76,8 @@ def drain_commands(nodes: list[str], reason: str) -> tuple[str, ...]:
 
     >>> drain_commands(["node-002", "node-001"], "bad NIC")[0]
     "scontrol update NodeName='node-[001-002]' State=DRAIN Reason='fabriccheck: bad NIC'"
+    >>> drain_commands(["node-001"], "bad NIC mlx5_3")[0]
+    "scontrol update NodeName=node-001 State=DRAIN Reason='fabriccheck: bad NIC mlx5_3'"
     """
     hosts = compact(nodes)
     names = " ".join(sorted(nodes, key=natural_key))
@@ -112,27 +114,53 @@ def _link_checks(a: str, b: str, fabric: str) -> tuple[str, ...]:
     return (f"# switch CLI: show interface counters / optics on the {a} <-> {b} ports",)
 
 
+def describe_links(links: list[tuple[str, str]], limit: int = 6) -> str:
+    """Links in few words: a full bipartite set as ``A ↔ B`` hostlists, else the first few.
+
+    >>> describe_links([("leaf-0-2", "spine-0"), ("leaf-0-2", "spine-1")])
+    'leaf-0-2 ↔ spine-[0-1]'
+    """
+    keys = {link_key(a, b) for a, b in links}
+    left = sorted({a for a, _ in keys}, key=natural_key)
+    right = sorted({b for _, b in keys}, key=natural_key)
+    if len(keys) > 1 and len(keys) == len(left) * len(right) and not set(left) & set(right):
+        return f"{compact(left, 60)} ↔ {compact(right, 60)}"
+    shown = ", ".join(f"{a} ↔ {b}" for a, b in sorted(keys)[:limit])
+    return shown + (f" … and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def _drain_why(node: str, result: RunResult, view: RunView) -> str:
+    nics = [n.split("/", 1)[1] for n in result.bad_nics if nic_node(n) == node]
+    if nics:
+        return "bad NIC " + ", ".join(nics)
+    if node in result.hung or view.node_state.get(node) == HUNG:
+        return "tests hung"
+    if node in result.bad_nodes:
+        return "slow with every partner"
+    return (_reason_of(view, node) or "failed")[:80]
+
+
+def _drain_step(result: RunResult, view: RunView) -> Step:
+    nodes = sorted(result.drain, key=natural_key)
+    why = {n: _drain_why(n, result, view) for n in nodes}
+    detail = "; ".join(f"{n}: {why[n]}" for n in nodes[:PER_NODE_LIMIT])
+    if len(nodes) > PER_NODE_LIMIT:
+        detail += f"; … and {len(nodes) - PER_NODE_LIMIT:,} more (verdict table below)"
+        cmds = drain_commands(nodes, "fabric health check failed")
+    else:
+        per_node = [drain_commands([n], why[n])[0] for n in nodes]
+        cmds = (*per_node, drain_commands(nodes, "")[1])
+    title = f"Drain {_plural(len(nodes), 'node')}: {compact(nodes, 120)}"
+    return Step(BAD, title, detail, cmds, tuple(nodes))
+
+
 def next_steps(result: RunResult, view: RunView, fabric: str = "") -> list[Step]:
     """The steps for the first screen, most urgent first."""
     steps: list[Step] = []
     bad_nic_nodes = {nic_node(n) for n in result.bad_nics}
     hung = set(result.hung) | set(view.nodes_in(HUNG))
     if result.drain:
-        by_reason = sorted(result.drain, key=natural_key)
-        detail = "; ".join(
-            f"{n}: {_reason_of(view, n) or 'bad'}" for n in by_reason[:PER_NODE_LIMIT]
-        )
-        if len(by_reason) > PER_NODE_LIMIT:
-            detail += f"; … and {len(by_reason) - PER_NODE_LIMIT:,} more (table below)"
-        steps.append(
-            Step(
-                BAD,
-                f"Drain {_plural(len(by_reason), 'node')}: {compact(by_reason, 120)}",
-                detail,
-                drain_commands(by_reason, "fabric health check failed"),
-                tuple(by_reason),
-            )
-        )
+        steps.append(_drain_step(result, view))
     for nic in sorted(result.bad_nics, key=natural_key)[:PER_NODE_LIMIT]:
         steps.append(
             Step(
@@ -183,16 +211,27 @@ def next_steps(result: RunResult, view: RunView, fabric: str = "") -> list[Step]
             )
         )
     for sus in result.link_suspects:
-        cands = [tuple(c) for c in sus.get("candidates", ())]
-        names = ", ".join(f"{a} ↔ {b}" for a, b in cands[:8])
-        more = f" … and {len(cands) - 8} more" if len(cands) > 8 else ""
+        cands = [(str(c[0]), str(c[1])) for c in sus.get("candidates", ()) if len(c) == 2]
+        evidence = [str(e) for e in sus.get("evidence", ())]
+        values = [str(v) for v in sus.get("values", ())]
+        seen = ", ".join(
+            f"{t} ({v})" if v else t
+            for t, v in zip(evidence, values + [""] * len(evidence), strict=False)
+        )
+        detail = (
+            "ECMP hides which path a flow took: this is the smallest set of links that explains "
+            "the failing flows; no node is drained for it. Check these ports' error counters."
+            + (f" Failing tests: {seen}." if seen else "")
+        )
+        checks = ()
+        if len(cands) <= 4:
+            checks = tuple(c for a, b in cands for c in _link_checks(a, b, fabric))
         steps.append(
             Step(
                 SUSPECT,
-                f"One of {_plural(len(cands), 'link')} is bad: {names}{more}",
-                "ECMP hides which path a flow took: this is the smallest set that explains the "
-                "failures. Check the error counters of these ports.",
-                (),
+                f"One of {_plural(len(cands), 'link')} is bad: {describe_links(cands)}",
+                detail,
+                checks,
                 tuple(f"{a} -- {b}" for a, b in cands),
             )
         )

@@ -113,7 +113,7 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
             for key in {(i, j), (j, i)}:
                 cells.setdefault(key, Cell()).add(r, obs.status, obs.test.test_id)
     n = len(labels)
-    cell = max(8.0, min(34.0, 760.0 / max(n, 1)))
+    cell = max(8.0, min(34.0, 1000.0 / max(n, 1)))
     label_w = min(190.0, 7.0 * max((len(s) for s in labels), default=4) + 10)
     left, top = label_w, label_w * 0.75 + 10
     width = left + n * cell + 20
@@ -129,15 +129,20 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
         cx = left + i * cell + cell / 2
         svg.add("text", lab, x=cx, y=top - 4, font_size=fs, style=_FONT, fill=colour,
                 font_weight=weight, transform=f"rotate(-50 {cx:.1f} {top - 4:.1f})")  # fmt: skip
-    for i in range(n):
-        for j in range(n):
-            c = cells.get((i, j))
-            title = f"{labels[i]} ↔ {labels[j]}: " + (c.describe() if c else "not tested together")
-            svg.add(
-                "rect", title=title, x=left + j * cell, y=top + i * cell, width=cell - 1,
-                height=cell - 1, fill=c.colour if c else NO_DATA,
-                stroke="#1a202c" if c and c.failing else None, stroke_width=1 if c else None,
-            )  # fmt: skip
+    # untested pairs: a grid of blank cells in one pattern, then only the tested cells
+    svg.open("defs")
+    svg.open("pattern", id="fc-nodata", width=cell, height=cell, x=left, y=top,
+             patternUnits="userSpaceOnUse")  # fmt: skip
+    svg.add("rect", width=cell - 1, height=cell - 1, fill=NO_DATA)
+    svg.close("pattern")
+    svg.close("defs")
+    svg.add("rect", title="not tested together", x=left, y=top, width=n * cell, height=n * cell,
+            fill="url(#fc-nodata)")  # fmt: skip
+    for (i, j), c in sorted(cells.items()):
+        svg.add(
+            "rect", title=f"{labels[i]} ↔ {labels[j]}: {c.describe()}", x=left + j * cell,
+            y=top + i * cell, width=cell - 1, height=cell - 1, fill=c.colour,
+        )  # fmt: skip
     _legend(svg, 10, height - 22)
     return svg.markup(), caption
 
@@ -203,22 +208,23 @@ def render_rail_heatmap(
         if _STATUS_RANK.get(c.status, 1) > _STATUS_RANK.get(tgt.status, 0):
             tgt.status = c.status
     if by_node:
-        cell = 26.0
-        label_w = min(190.0, 7.0 * max(len(s) for s in rows) + 10)
-        width, height = label_w + len(rails) * cell + 30, 34 + len(rows) * cell + 40
+        cell, row_h = 34.0, (26.0 if len(rows) <= 16 else 15.0)
+        fs = min(11.0, row_h * 0.72)
+        label_w = min(190.0, fs * 0.62 * max(len(s) for s in rows) + 12)
+        width, height = label_w + len(rails) * cell + 30, 34 + len(rows) * row_h + 40
         svg = Svg(max(width, 520), height, caption, "fig heat")
         for j, r in enumerate(rails):
-            svg.add("text", rail_label[r], x=label_w + j * cell + cell / 2, y=24,
+            svg.add("text", rail_label[r], x=label_w + j * cell + cell / 2, y=26,
                     text_anchor="middle", font_size=9, style=_FONT, fill="#333")  # fmt: skip
         for i, lab in enumerate(rows):
             st = view.node_state.get(lab, "")
-            svg.add("text", lab, x=label_w - 4, y=34 + i * cell + cell / 2 + 4, text_anchor="end",
-                    font_size=11, style=_FONT,
-                    fill=STATE_COLOURS[st] if st in _ALARM else "#333")  # fmt: skip
-        origin = (label_w, 34.0)
+            svg.add("text", lab, x=label_w - 4, y=34 + i * row_h + row_h / 2 + fs / 3,
+                    text_anchor="end", font_size=fs, style=_FONT,
+                    fill=STATE_COLOURS[st] if st in _ALARM else "#333",
+                    font_weight="700" if st in _ALARM else None)  # fmt: skip
 
         def at(i: int, j: int) -> tuple[float, float]:
-            return origin[0] + j * cell, origin[1] + i * cell
+            return label_w + j * cell, 34.0 + i * row_h
     else:
         cell = max(6.0, min(16.0, 1200.0 / max(len(rows), 1)))
         width, height = 70 + len(rows) * cell + 20, 20 + len(rails) * 16 + 50
@@ -231,12 +237,11 @@ def render_rail_heatmap(
             return 70 + i * cell, 20 + j * 16
     for (i, j), c in agg.items():
         x, y = at(i, j)
-        w, h = (cell - 2, cell - 2) if by_node else (cell - 1, 15.0)
+        w, h = (cell - 2, row_h - 2) if by_node else (cell - 1, 15.0)
         where = rows[i]
         svg.add(
             "rect", title=f"{where} · {rail_label[rails[j]]}: {c.describe()}", x=x, y=y,
             width=w, height=h, rx=2, fill=c.colour,
-            stroke="#1a202c" if c.failing else None,
         )  # fmt: skip
     _legend(svg, 10, height - 22)
     return svg.markup(), caption

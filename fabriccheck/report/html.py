@@ -73,6 +73,15 @@ class Stat:
     cls: str = ""
 
 
+def _secs(s: float) -> str:
+    """Seconds for people: ``0.4 s``, ``45 s``, ``12 min 5 s``."""
+    if s < 10:
+        return f"{s:.1f} s"
+    if s < 600:
+        return f"{s:.0f} s"
+    return f"{int(s // 60)} min {int(s % 60)} s"
+
+
 def _num(x: float | None, digits: int = 1) -> str:
     return "" if x is None else f"{x:,.{digits}f}"
 
@@ -149,9 +158,13 @@ def _verdict_rows(result: RunResult, view: RunView) -> tuple[list[dict[str, Any]
     return out, len(healthy) if len(healthy) > HEALTHY_VERDICTS_MAX else 0
 
 
-def _blamed(result: RunResult, view: RunView, topology: Topology | None) -> list[str]:
-    nodes = {n for n in view.run_nodes if view.node_state[n] not in (HEALTHY, "untested")}
-    return sorted(nodes, key=lambda n: (-_RANK.get(view.node_state[n], 0), natural_key(n)))
+#: blamed-node cards: actionable first (bars to read), then hung, unreachable, suspect
+_CARD_ORDER = {"bad": 0, HUNG: 1, "unreachable": 2, "suspect": 3}
+
+
+def _blamed(view: RunView) -> list[str]:
+    nodes = [n for n in view.run_nodes if view.node_state[n] in _CARD_ORDER]
+    return sorted(nodes, key=lambda n: (_CARD_ORDER[view.node_state[n]], natural_key(n)))
 
 
 def _stats(result: RunResult, view: RunView) -> list[Stat]:
@@ -168,8 +181,8 @@ def _stats(result: RunResult, view: RunView) -> list[Stat]:
         Stat("bad links", len(result.bad_links), f"{len(result.bad_links):,}", "bad"),
         Stat("rounds", result.rounds, f"{result.rounds}"),
         Stat("tests", result.tests, f"{result.tests:,}"),
-        Stat(f"test time ({result.wall_seconds:,.0f} s wall)" if result.wall_seconds
-             else "test time", result.test_seconds, f"{result.test_seconds:,.1f} s"),
+        Stat(f"test time ({_secs(result.wall_seconds)} wall)" if result.wall_seconds
+             else "test time", result.test_seconds, _secs(result.test_seconds)),
     ]  # fmt: skip
     return st
 
@@ -196,7 +209,7 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
     pair_svg, pair_caption = render_pair_matrix(result, view)
     rail = render_rail_heatmap(result, view, topology)
     history = result.extra.get("history") or {}
-    blamed_nodes = _blamed(result, view, topology)
+    blamed_nodes = _blamed(view)
     blamed = []
     for n in blamed_nodes[:BLAMED_MAX]:
         pts = history.get(n) if isinstance(history, dict) else None
@@ -248,6 +261,7 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
         topo_caption=topo_caption,
         pair_svg=pair_svg,
         pair_caption=pair_caption,
+        pair_wide=len(view.run_nodes) > 24,
         rail_svg=rail[0] if rail else None,
         rail_caption=rail[1] if rail else "",
         blamed=blamed,

@@ -9,6 +9,7 @@ names come from this package only and are checked to be plain identifiers.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from markupsafe import Markup, escape
 
@@ -39,15 +40,24 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+@lru_cache(maxsize=256)
+def _attr_name(key: str) -> str:
+    name = key.rstrip("_").replace("_", "-")
+    if not _NAME.match(name):
+        raise ValueError(f"bad SVG attribute name {name!r}")
+    return name
+
+
 def _attrs(attrs: dict[str, object]) -> str:
     parts = []
     for key, value in attrs.items():
         if value is None:
             continue
-        name = key.rstrip("_").replace("_", "-")
-        if not _NAME.match(name):
-            raise ValueError(f"bad SVG attribute name {name!r}")
-        parts.append(f' {name}="{escape(_fmt(value))}"')
+        name = _attr_name(key)
+        if isinstance(value, int | float):  # numbers need no escaping
+            parts.append(f' {name}="{_fmt(value)}"')
+        else:
+            parts.append(f' {name}="{escape(str(value))}"')
     return "".join(parts)
 
 
@@ -90,13 +100,24 @@ class Svg:
         else:
             self._parts.append(f"<{tag}{_attrs(attrs)}/>")
 
+    def open(self, tag: str, title: str | None = None, **attrs: object) -> None:
+        """Open a container element (``g``, ``defs``, ``pattern``); close it with :meth:`close`."""
+        if not _NAME.match(tag):
+            raise ValueError(f"bad SVG tag {tag!r}")
+        inner = f"<title>{escape(title)}</title>" if title else ""
+        self._parts.append(f"<{tag}{_attrs(attrs)}>{inner}")
+
+    def close(self, tag: str) -> None:
+        if not _NAME.match(tag):
+            raise ValueError(f"bad SVG tag {tag!r}")
+        self._parts.append(f"</{tag}>")
+
     def open_group(self, title: str | None = None, **attrs: object) -> None:
         """Open a ``<g>``; close it with :meth:`close_group`."""
-        inner = f"<title>{escape(title)}</title>" if title else ""
-        self._parts.append(f"<g{_attrs(attrs)}>{inner}")
+        self.open("g", title, **attrs)
 
     def close_group(self) -> None:
-        self._parts.append("</g>")
+        self.close("g")
 
     def markup(self) -> Markup:
         """The ``<svg>`` element, safe to place in the page as is."""

@@ -188,7 +188,9 @@ def _detailed(view: RunView, topo: Topology) -> Markup:
 
 # ---- aggregated -------------------------------------------------------------------------------
 def _aggregated(view: RunView, topo: Topology) -> Markup:
-    cell, pitch = 9.0, 11.0
+    n = len(view.nodes)
+    pitch = 20.0 if n <= 128 else (15.0 if n <= 512 else 11.0)
+    cell = pitch - 2
     sw_state = switch_states(topo, view)
     tiers = [t for t in ("core", "spine") if any(s.tier == t for s in topo.switches.values())]
     per_row = int((WIDTH - 90) // pitch)
@@ -205,9 +207,9 @@ def _aggregated(view: RunView, topo: Topology) -> Markup:
 
     # leaf-group boxes in a flowing layout
     boxes = []
-    x, row_top, row_h = 10.0, y + 8, 0.0
+    x, row_top, row_h, used_w = 10.0, y + 8, 0.0, 0.0
     for gi, g in enumerate(view.groups):
-        cols = max(4, min(8, max(len(g.nodes), len(g.leaves))))
+        cols = max(4, min(8 if pitch < 20 else 16, max(len(g.nodes), len(g.leaves))))
         leaf_rows = -(-len(g.leaves) // cols) if g.leaves else 0
         node_rows = -(-len(g.nodes) // cols)
         flagged = [n for n in g.nodes if view.node_state[n] not in (HEALTHY, "untested")]
@@ -219,8 +221,10 @@ def _aggregated(view: RunView, topo: Topology) -> Markup:
         boxes.append((gi, g, x, row_top, w, h, cols))
         x += w + 8
         row_h = max(row_h, h)
+        used_w = max(used_w, x)
     height = row_top + row_h + 40
-    svg = Svg(WIDTH, height, "fabric topology (aggregated by leaf group)")
+    used_w = max(used_w, *(c[0] + pitch for c in centres.values()), 560.0)
+    svg = Svg(min(WIDTH, used_w + 10), height, "fabric topology (aggregated by leaf group)")
     for label, ty in rows:
         svg.add("text", label, x=8, y=ty + 8, font_size=10, style=_FONT, fill="#4a5568")
     svg.add("text", "leaf groups", x=8, y=y, font_size=10, style=_FONT, fill="#4a5568")
