@@ -43,6 +43,7 @@ _MLX_RE = re.compile(
     r"mlx5_core (?P<pci>[0-9a-fA-F:.]+) (?P<dev>[\w.-]+): (?:Port: \d+ )?Link (?P<state>\w+)")
 _NET_IB_USING_RE = re.compile(r"NET/IB ?: Using ((?:\[\d+\]\S+ ?)+)")
 _HCA_RE = re.compile(r"\b(mlx5_\d+|bnxt_re\d+|irdma\d+|efa_\d+|hfi1_\d+)\b")
+_OOB_IP_RE = re.compile(r"(?:OOB|Bootstrap ?: Using) \w[\w.-]*:(?P<ip>[\d.]+|[0-9a-fA-F:]+)<")
 _COMM_RANK_RE = re.compile(r"\bcomm 0x[0-9a-f]+ rank (\d+) nranks (\d+)")
 _LOCAL_RANK_CLOSED_RE = re.compile(r"Connection closed by localRank (\d+)")
 _RANK_LINE_RE = re.compile(
@@ -73,6 +74,7 @@ class _State:
     root_cause: bool = False
     last_pci: str | None = None
     last_rank: int | None = None  # the `[Rank N]` of the latest PyTorch line
+    ip_hosts: dict[str, str] = field(default_factory=dict)  # from NCCL bootstrap/OOB lines
 
 
 def scan_nccl_log(text: str) -> NcclLogScan:
@@ -120,7 +122,7 @@ def scan_nccl_log(text: str) -> NcclLogScan:
                                                if e.host and e.hca)])),
         peers=peers,
         errors=errors_t,
-        suspects=_suspects(errors_t),
+        suspects=_suspects(errors_t, st.ip_hosts),
         status=OK if text.strip() else INCOMPLETE,
         reason=reason,
     )
@@ -177,6 +179,9 @@ def _feed_nccl(st: _State, m: re.Match[str], lineno: int) -> None:
     c = _COMM_RANK_RE.search(msg)
     if c:
         st.ranks.setdefault(int(c.group(1)), host)
+    ip = _OOB_IP_RE.search(msg)
+    if ip:
+        st.ip_hosts.setdefault(ip["ip"], host)
     u = _NET_IB_USING_RE.search(msg)
     if u:
         for dev in re.findall(r"\[\d+\]([\w.-]+?)(?::\d+)?(?:/\w+)?(?:\s|$)", u.group(1) + " "):
@@ -332,11 +337,16 @@ def _with_rank_host(e: ToolError, ranks: dict[int, str]) -> ToolError:
     return e
 
 
-def _suspects(errors: tuple[ToolError, ...]) -> tuple[str, ...]:
+def _suspects(errors: tuple[ToolError, ...], ip_hosts: dict[str, str]) -> tuple[str, ...]:
+    """Hosts ranked by the weight of the errors naming them; the far end of an IB completion
+    error (its peer address, when the log's bootstrap lines say whose it is) gets half."""
     score: dict[str, float] = {}
     for e in errors:
         w = WEIGHTS.get(e.kind, 1.0) * (e.count or 1) ** 0.5
         if e.host and w > 0:
             score[e.host] = score.get(e.host, 0.0) + w
+        peer_host = ip_hosts.get(e.peer or "")
+        if e.kind == "ib_completion" and peer_host and peer_host != e.host:
+            score[peer_host] = score.get(peer_host, 0.0) + w / 2
     order = {h: i for i, h in enumerate(score)}
     return tuple(sorted(score, key=lambda h: (-score[h], order[h])))

@@ -199,3 +199,16 @@ def test_warn_naming_an_hca_and_socket_peer():
         ("nccl_warn", "n5", "mlx5_3", None), ("socket", "n6", None, "n5")]
     assert s.hcas == (("n5", "mlx5_0"), ("n5", "mlx5_3"))
     assert s.peers == ("n5",) and s.suspects == ("n5", "n6")
+
+
+def test_ib_peer_address_resolved_to_a_suspect_host():
+    text = (
+        "n1:10:10 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+        "n2:20:20 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.2<0>\n"
+        "n3:30:30 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>\n"
+        "n1:10:11 [0] net_ib.cc:1 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<4001> "
+        "with status=12 opcode=0 len=0 vendor err 129 (Recv) hca mlx5_0\n"
+    )
+    s = scan_nccl_log(text)
+    assert s.suspects == ("n1", "n2")  # reporter first, then the far end; n3 not implicated
+    assert s.peers == ("10.0.0.2",) and s.hosts == ("n1", "n2", "n3")
