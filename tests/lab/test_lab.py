@@ -139,3 +139,37 @@ def test_down_removes_everything_even_after_state_was_lost(tmp_path) -> None:
     assert any(r.startswith("netns") for r in removed)
     left = subprocess.run(["pgrep", "-f", info.dir], capture_output=True, text=True).stdout
     assert left == ""  # every sshd of that lab is gone
+
+
+def test_cli_up_json_status_and_down(tmp_path) -> None:
+    reason = lab_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import json
+    import sys
+
+    name = f"c{os.getpid() % 100000}"
+    cli = [sys.executable, "-m", "fabriccheck"]
+    faults = tmp_path / "f.yaml"
+    faults.write_text("faults:\n  - {kind: node_unreachable, node: host4}\n")
+    up = subprocess.run([*cli, "lab", "up", "lab-4", "--name", name, "--faults", str(faults),
+                         "--dir", str(tmp_path / "lab"), "--json"],
+                        capture_output=True, text=True, timeout=120)
+    try:
+        assert up.returncode == 0, up.stderr
+        info = json.loads(up.stdout)  # stdout holds only the JSON
+        assert info["dir"] == str(tmp_path / "lab")
+        inv = load_inventory(info["inventory"])
+        assert inv.nodes == ["host1", "host2", "host3", "host4"]
+        st = subprocess.run([*cli, "lab", "status", "--name", name, "--json"],
+                            capture_output=True, text=True, timeout=60)
+        status = json.loads(st.stdout)
+        assert status["up"] and status["sshd"] == {"host1": True, "host2": True, "host3": True}
+        assert status["faults"] == [{"kind": "node_unreachable", "node": "host4"}]
+    finally:
+        down = subprocess.run([*cli, "lab", "down", "--name", name, "--json"],
+                              capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0 and json.loads(down.stdout)["removed"]
+    st = subprocess.run([*cli, "lab", "status", "--name", name, "--json"],
+                        capture_output=True, text=True, timeout=60)
+    assert json.loads(st.stdout)["up"] is False
