@@ -86,8 +86,8 @@ class Inventory:
         """``node/nic`` endpoint -> IP for every NIC of every host."""
         return {f"{h.name}/{n.name}": n.ip for h in self.hosts.values() for n in h.nics}
 
-    @property
     def nodes(self) -> list[str]:
+        """Every host name, sorted."""
         return sorted(self.hosts)
 
 

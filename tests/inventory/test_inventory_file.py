@@ -41,7 +41,7 @@ def test_load_resolves_paths_and_defaults(tmp_path: Path) -> None:
     assert h1.nic("eth1").rail == 1 and h2.nic("eth0").rail == 0
     assert inv.nic_ips() == {"host1/eth0": "192.168.100.1", "host1/eth1": "192.168.101.1",
                              "host2/eth0": "192.168.100.2"}
-    assert inv.nodes == ["host1", "host2"]
+    assert inv.nodes() == ["host1", "host2"]
 
 
 def test_round_trip(tmp_path: Path) -> None:

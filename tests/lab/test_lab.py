@@ -52,7 +52,7 @@ def test_hosts_have_own_hostname_sshd_and_nic_address(lab: Lab) -> None:
     inv = load_inventory(lab.inventory)
     runner = SSHHostRunner(inv)
     try:
-        for host in inv.nodes:
+        for host in inv.nodes():
             out = runner.run(host, ["sh", "-c", "hostname; ip -o -4 addr show dev eth0"])
             name, addr = out.stdout.splitlines()
             assert out.exit_code == 0 and name == host
@@ -160,7 +160,7 @@ def test_cli_up_json_status_and_down(tmp_path) -> None:
         info = json.loads(up.stdout)  # stdout holds only the JSON
         assert info["dir"] == str(tmp_path / "lab")
         inv = load_inventory(info["inventory"])
-        assert inv.nodes == ["host1", "host2", "host3", "host4"]
+        assert inv.nodes() == ["host1", "host2", "host3", "host4"]
         st = subprocess.run([*cli, "lab", "status", "--name", name, "--json"],
                             capture_output=True, text=True, timeout=60)
         status = json.loads(st.stdout)
