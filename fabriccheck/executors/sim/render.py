@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 NCCL_VERSION_LINE = "# nccl-tests version 2.17.6 (a0b82b2) nccl-headers=22703 nccl-library=22703"
 SEP87 = "-" * 87
@@ -43,8 +43,7 @@ def float_str(value: float, width: int) -> str:
     return f"{value:{width}.1e}"
 
 
-@dataclass(frozen=True)
-class NcclRow:
+class NcclRow(NamedTuple):
     size_bytes: int
     count: int
     time_us: float
@@ -55,8 +54,7 @@ class NcclRow:
     busbw_ip_gbps: float
 
 
-@dataclass(frozen=True)
-class NcclRank:
+class NcclRank(NamedTuple):
     host: str
     pid: int
     device: int
