@@ -1,0 +1,153 @@
+"""Turning planned pairs and groups into :class:`~fabriccheck.models.Test` values for one round.
+
+A :class:`RoundBuilder` hands out test ids (``r<round>-<n>``) and keeps the round's resources
+apart: a NIC runs at most one test at a time and a collective owns its nodes outright.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fabriccheck.models import Flow, Test
+from fabriccheck.planning.view import FabricView
+from fabriccheck.policy import PAIR_PROBES, SweepPolicy
+from fabriccheck.specs import TestSpec
+
+
+def ring_flows(nodes: Sequence[str], rails: Sequence[int], view: FabricView) -> tuple[Flow, ...]:
+    """The ring edges of a collective over ``nodes``: ``n_i/rail -> n_(i+1)/rail`` per rail.
+
+    A 1-node group has no flows (intra-node only).
+    """
+    k = len(nodes)
+    if k < 2:
+        return ()
+    out = []
+    for r in rails:
+        for i, n in enumerate(nodes):
+            out.append(Flow(view.rails_of[n][r], view.rails_of[nodes[(i + 1) % k]][r]))
+    return tuple(out)
+
+
+class RoundBuilder:
+    """Collects one round's tests without double-booking a NIC or a node."""
+
+    def __init__(self, round_no: int, view: FabricView, spec: TestSpec, policy: SweepPolicy):
+        self.round_no = round_no
+        self.view = view
+        self.spec = spec
+        self.policy = policy
+        self.tests: list[Test] = []
+        self.busy_nics: set[str] = set()  # a NIC in a collective, or sending and receiving
+        self.busy_tx: set[str] = set()  # NICs sending in a pair test (links are full duplex)
+        self.busy_rx: set[str] = set()
+        self.busy_nodes: set[str] = set()  # owned by a collective
+        from fabriccheck.planning.pairing import CrossBudget
+
+        #: follow-up flows that cross leaves must not share links either (IB: exact routes)
+        self.budget = CrossBudget(view, policy.roce_cross_share)
+
+    def _id(self) -> str:
+        return f"r{self.round_no}-{len(self.tests) + 1:05d}"
+
+    @property
+    def timeout_s(self) -> float:
+        return float(self.policy.timeout_s or self.spec.timeout_s)
+
+    def nic_free(self, nic: str, way: str | None = None) -> bool:
+        """Free for a pair test sending (``way="tx"``), receiving (``"rx"``) or at all (None)."""
+        if nic in self.busy_nics or nic.split("/", 1)[0] in self.busy_nodes:
+            return False
+        if way == "tx":
+            return nic not in self.busy_tx
+        if way == "rx":
+            return nic not in self.busy_rx
+        return nic not in self.busy_tx and nic not in self.busy_rx
+
+    def node_free(self, node: str) -> bool:
+        if node in self.busy_nodes:
+            return False
+        return all(self.nic_free(n) for n in self.view.rails_of[node].values())
+
+    def add_flow(
+        self, client: str, server: str, rail: int, purpose: str = "sweep", *,
+        check_links: bool = True, **params: object,
+    ) -> Test | None:
+        """A per-rail pair test (``ib_write_bw``/``iperf3``) client -> server on ``rail``.
+
+        Returns None when either NIC is busy this round, or (``check_links``) when the flow
+        would share a link with another cross-leaf flow of the round.
+        """
+        probe = self.policy.pair_probe if self.policy.per_rail else "ib_write_bw"
+        src, dst = self.view.rails_of[client][rail], self.view.rails_of[server][rail]
+        if not (self.nic_free(src, "tx") and self.nic_free(dst, "rx")) or client == server:
+            return None
+        att = self.view.topology.attachment
+        if check_links and att.get(src) != att.get(dst) and not self.budget.fits(
+                client, server, rail):
+            return None
+        ps = self.spec.lookup(probe, 2)
+        test = Test(
+            test_id=self._id(),
+            probe=probe,
+            nodes=(client, server),
+            flows=(Flow(src, dst),),
+            round=self.round_no,
+            purpose=purpose,
+            timeout_s=self.timeout_s,
+            params={
+                "size_bytes": ps.size_bytes,
+                "rails": (rail,),
+                "duration_s": self.policy.duration_s,
+                **params,
+            },
+        )
+        self.busy_tx.add(src)
+        self.busy_rx.add(dst)
+        self.tests.append(test)
+        return test
+
+    def add_group(
+        self, nodes: Sequence[str], purpose: str = "sweep", probe: str | None = None,
+        **params: object,
+    ) -> Test | None:
+        """A collective over ``nodes`` (all common rails). None when a node is busy."""
+        probe = probe or (self.policy.scale_probe if self.policy.per_rail
+                          else self.policy.pair_probe)
+        nodes = tuple(nodes)
+        if len(set(nodes)) != len(nodes) or not all(self.node_free(n) for n in nodes):
+            return None
+        rails = sorted(set.intersection(*(set(self.view.rails_of[n]) for n in nodes)))
+        ps = self.spec.lookup(probe, len(nodes))
+        p: dict[str, object] = {
+            "size_bytes": ps.size_bytes,
+            "min_bytes": ps.size_bytes,
+            "rails": tuple(rails),
+            "gpus_per_node": self.view.topology.gpus_per_node,
+            **params,
+        }
+        if probe == "nccl":
+            p.setdefault("collective", ps.collective or "all_reduce")
+        test = Test(
+            test_id=self._id(),
+            probe=probe,
+            nodes=nodes,
+            flows=ring_flows(nodes, rails, self.view),
+            round=self.round_no,
+            purpose=purpose,
+            timeout_s=self.timeout_s,
+            params=p,
+        )
+        self.busy_nodes.update(nodes)
+        self.tests.append(test)
+        return test
+
+    def add_pair(self, a: str, b: str, purpose: str = "sweep", rails: Sequence[int] | None = None,
+                 **params: object) -> list[Test]:
+        """Test a node pair with the policy's pair probe: per rail, or one 2-node collective."""
+        if self.policy.pair_probe in PAIR_PROBES:
+            rails = rails if rails is not None else self.view.common_rails(a, b)
+            out = [self.add_flow(a, b, r, purpose, **params) for r in rails]
+            return [t for t in out if t is not None]
+        t = self.add_group((a, b), purpose, probe=self.policy.pair_probe, **params)
+        return [t] if t is not None else []

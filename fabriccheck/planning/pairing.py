@@ -1,0 +1,269 @@
+"""Topology-aware pairing rounds: cross-leaf pairs that exercise uplinks without sharing links.
+
+Round k pairs every node once. Pods (the leaves a node hangs off) are matched by the circle
+method, so each round sends a node's cross-leaf traffic to a different pod; within a matched pod
+pair only as many cross pairs are made as the uplinks carry without sharing (InfiniBand: routes
+are known, so cross pairs are chosen link-disjoint; RoCE: a cap per leaf keeps expected ECMP
+collisions low). The rest pair inside their pod (leaf-local: only their own access links).
+Nodes that crossed last round stay local this round and vice versa, so round 2 gives every node
+a different partner over a different path. Randomness only through ``seed``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from fabriccheck.planning.view import FabricView
+
+Pair = tuple[str, str]
+
+
+def pair_key(a: str, b: str) -> frozenset[str]:
+    return frozenset((a, b))
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """One round's pairs (client, server), the nodes left over, and which nodes cross leaves."""
+
+    pairs: tuple[Pair, ...]
+    leftovers: tuple[str, ...] = ()
+    cross: frozenset[str] = field(default_factory=frozenset)
+
+
+def circle_matching(items: Sequence[str], index: int) -> list[tuple[str, str]]:
+    """Round ``index`` of the round-robin (circle method) schedule over ``items``.
+
+    Rounds ``0 .. n-2`` (n even; a bye is added when odd) match every item with every other once.
+
+    >>> circle_matching(["a", "b", "c", "d"], 0)
+    [('a', 'd'), ('b', 'c')]
+    """
+    items = list(items)
+    if len(items) % 2:
+        items.append("")
+    n = len(items)
+    if n < 2:
+        return []
+    index %= n - 1
+    rest = items[1:]
+    rest = rest[index:] + rest[:index]
+    ring = [items[0], *rest]
+    out = []
+    for i in range(n // 2):
+        a, b = ring[i], ring[n - 1 - i]
+        if a and b:
+            out.append((a, b))
+    return out
+
+
+class CrossBudget:
+    """Tracks what cross-leaf flows use in one round: exact links (IB) or flows per leaf (RoCE)."""
+
+    def __init__(self, view: FabricView, roce_cross_share: float) -> None:
+        self.view = view
+        self.used: set[tuple[str, str]] = set()  # directed switch hops (IB)
+        self.per_leaf: dict[tuple[str, str], int] = defaultdict(int)
+        self.share = roce_cross_share
+
+    def _flows(self, a: str, b: str, rail: int | None) -> list[tuple[str, str]]:
+        ra, rb = self.view.rails_of[a], self.view.rails_of[b]
+        if rail is not None:
+            return [(ra[rail], rb[rail])]
+        return [(ra[r], rb[r]) for r in sorted(set(ra) & set(rb))]
+
+    def fits(self, a: str, b: str, rail: int | None = None, *, force: bool = False) -> bool:
+        """Reserve the links of a cross pair a -> b if they fit (``force``: reserve anyway)."""
+        flows = self._flows(a, b, rail)
+        if self.view.fabric == "infiniband":
+            links: set[tuple[str, str]] = set()
+            for s, d in flows:
+                route = self.view.directed_hops(s, d)
+                if (route & self.used or route & links) and not force:
+                    return False
+                links |= route
+            self.used |= links
+            return True
+        att = self.view.topology.attachment
+        ends: dict[tuple[str, str], int] = defaultdict(int)  # (leaf, "out"|"in") -> flows
+        for s, d in flows:
+            if att[s] != att[d]:
+                ends[(att[s], "out")] += 1
+                ends[(att[d], "in")] += 1
+        if not force:
+            for (leaf, way), n in ends.items():
+                cap = max(1, round(self.share * self.view.uplinks.get(leaf, 0)))
+                if self.per_leaf[(leaf, way)] + n > cap:
+                    return False
+        for end, n in ends.items():
+            self.per_leaf[end] += n
+        return True
+
+
+def plan_pairs(
+    nodes: Iterable[str],
+    view: FabricView,
+    *,
+    round_no: int,
+    seed: int = 0,
+    rail: int | None = None,
+    avoid: Iterable[frozenset[str]] = (),
+    prev_cross: Iterable[str] = (),
+    roce_cross_share: float = 0.25,
+    budget: CrossBudget | None = None,
+    search_limit: int = 24,
+) -> PairPlan:
+    """Pair ``nodes`` for one sweep round (see the module docstring).
+
+    Parameters
+    ----------
+    nodes
+        Nodes to pair (order does not matter; the result depends only on the set and ``seed``).
+    view
+        The fabric view of the topology.
+    round_no
+        1-based round number; picks the pod matching and the shuffle.
+    seed
+        The only source of randomness.
+    rail
+        Pair the NICs of one rail (pods are that rail's leaves, one flow per pair); None pairs
+        whole nodes (pods are a node's set of leaves, a flow per common rail).
+    avoid
+        Pairs (as frozensets) that must not meet again (earlier partners).
+    prev_cross
+        Nodes that crossed leaves last round; they are paired leaf-locally first this round.
+    roce_cross_share
+        RoCE only: cross-leaf flows per leaf and round as a share of its uplinks.
+    budget
+        Share link reservations with other calls of the same round (one per rail).
+
+    Returns
+    -------
+    PairPlan
+    """
+    avoid_set = set(avoid)
+    crossed = set(prev_cross)
+    tag = "all" if rail is None else rail
+    rng = random.Random(f"pairs:{seed}:{round_no}:{tag}")
+    pods: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    att = view.topology.attachment
+    for n in sorted(set(nodes)):
+        if rail is None:
+            pods[view.pod(n)].append(n)
+        elif rail in view.rails_of[n]:
+            pods[(att.get(view.rails_of[n][rail], ""),)].append(n)
+    for members in pods.values():
+        rng.shuffle(members)
+        members.sort(key=lambda n: n in crossed)  # stable: last round's local nodes cross first
+    order = sorted(pods)
+    random.Random(f"pods:{seed}:{tag}").shuffle(order)
+    budget = budget or CrossBudget(view, roce_cross_share)
+    pairs: list[Pair] = []
+    cross: set[str] = set()
+    used: set[str] = set()
+    offset = 0 if rail is None else rail
+    for x, y in circle_matching([str(i) for i in range(len(order))], round_no - 1 + offset):
+        px, py = pods[order[int(x)]], pods[order[int(y)]]
+        _cross_pairs(px, py, budget, rail, avoid_set, used, pairs, cross, search_limit)
+    spill: list[str] = []
+    for key in order:
+        rest = [n for n in pods[key] if n not in used]
+        spill += _local_pairs(rest, avoid_set, used, pairs)
+    # leftovers of different pods pair across (a few flows; forced through the budget)
+    spill.sort(key=lambda n: (pods_key(view, n, rail), n))
+    leftovers = _local_pairs(spill, avoid_set, used, pairs, budget=budget, cross=cross, rail=rail)
+    return PairPlan(tuple(pairs), tuple(sorted(leftovers)), frozenset(cross))
+
+
+def plan_rail_pairs(
+    nodes: Iterable[str],
+    view: FabricView,
+    *,
+    round_no: int,
+    seed: int = 0,
+    avoid: dict[int, set[frozenset[str]]] | None = None,
+    prev_cross: dict[int, frozenset[str]] | None = None,
+    roce_cross_share: float = 0.25,
+) -> dict[int, PairPlan]:
+    """Pair every rail's NICs independently (rail-aligned ``ib_write_bw`` pairs), one shared
+    link budget for the round, so a node meets a different partner on each rail."""
+    nodes = sorted(set(nodes))
+    rails = sorted({r for n in nodes for r in view.rails_of[n]})
+    budget = CrossBudget(view, roce_cross_share)
+    avoid = avoid or {}
+    prev_cross = prev_cross or {}
+    return {
+        r: plan_pairs(
+            nodes, view, round_no=round_no, seed=seed, rail=r, avoid=avoid.get(r, ()),
+            prev_cross=prev_cross.get(r, ()), budget=budget,
+        )
+        for r in rails
+    }
+
+
+def pods_key(view: FabricView, node: str, rail: int | None) -> tuple[str, ...]:
+    if rail is None:
+        return view.pod(node)
+    return (view.topology.attachment.get(view.rails_of[node].get(rail, ""), ""),)
+
+
+def _cross_pairs(px, py, budget, rail, avoid, used, pairs, cross, search_limit) -> None:
+    flip = False
+    misses = 0
+    for a in px:
+        if misses > search_limit:
+            break
+        found = None
+        for tries, b in enumerate(n for n in py if n not in used):
+            if tries > search_limit:
+                break
+            if pair_key(a, b) in avoid:
+                continue
+            client, server = (b, a) if flip else (a, b)
+            if budget.fits(client, server, rail):
+                found = (client, server)
+                break
+        if found is None:
+            misses += 1
+            continue
+        flip = not flip
+        pairs.append(found)
+        used.update(found)
+        cross.update(found)
+
+
+def _local_pairs(members, avoid, used, pairs, *, budget=None, cross=None, rail=None) -> list[str]:
+    """Pair ``members`` in order, skipping earlier partners; return who is left.
+
+    With a ``budget`` (leftovers of different pods) a pair is only made when its links fit, so
+    a leftover never forces two flows onto one link; it waits for the next round instead.
+    """
+    rest = [n for n in members if n not in used]
+    left: list[str] = []
+    while len(rest) >= 2:
+        a = rest.pop(0)
+        window = rest if budget is None else rest[:32]  # bounded search: O(n) not O(n^2)
+        j, flip = None, False
+        for i, b in enumerate(window):
+            if pair_key(a, b) in avoid:
+                continue
+            if budget is None or budget.fits(a, b, rail):
+                j = i
+                break
+            if budget.fits(b, a, rail):  # the other direction uses the other half of the links
+                j, flip = i, True
+                break
+        if j is None:
+            left.append(a)
+            continue
+        b = rest.pop(j)
+        pairs.append((b, a) if flip else (a, b))
+        used.update((a, b))
+        if budget is not None and cross is not None:
+            view = budget.view
+            if pods_key(view, a, rail) != pods_key(view, b, rail):
+                cross.update((a, b))
+    return left + rest

@@ -1,0 +1,120 @@
+"""The planner's view of a topology: pods, rails, uplinks and the links a flow touches.
+
+Access links (a NIC to its leaf) are folded into the NIC: a test cannot tell a NIC from its cable,
+so link questions are about switch-to-switch links only.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import cached_property
+
+from fabriccheck.errors import ConfigError
+from fabriccheck.models import Flow, LinkKey
+from fabriccheck.topology.model import Topology
+
+
+class FabricView:
+    """Cached, read-only facts about ``topology`` that planning and inference ask for often."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.fabric = topology.fabric
+        self._flow_cache: dict[tuple[str, str], tuple[frozenset[LinkKey], frozenset[LinkKey]]] = {}
+        self._hop_cache: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
+
+    # ---- nodes, rails, pods ------------------------------------------------------------------
+    @cached_property
+    def rails_of(self) -> dict[str, dict[int, str]]:
+        """node -> {rail: NIC endpoint}."""
+        return {
+            name: {nic.rail: nic.endpoint for nic in node.nics}
+            for name, node in self.topology.nodes.items()
+        }
+
+    def pod(self, node: str) -> tuple[str, ...]:
+        """The leaves a node hangs off (one per rail on rail-optimized fabrics): its "pod"."""
+        return self._pods[node]
+
+    @cached_property
+    def _pods(self) -> dict[str, tuple[str, ...]]:
+        att = self.topology.attachment
+        return {
+            name: tuple(sorted({att[e] for e in rails.values() if e in att}))
+            for name, rails in self.rails_of.items()
+        }
+
+    def common_rails(self, a: str, b: str) -> list[int]:
+        ra, rb = self.rails_of[a], self.rails_of[b]
+        return sorted(set(ra) & set(rb))
+
+    @cached_property
+    def uplinks(self) -> dict[str, int]:
+        """switch -> number of switch-to-switch links it has (a leaf's uplinks)."""
+        out: dict[str, int] = defaultdict(int)
+        sw = self.topology.switches
+        for key in self.topology.links:
+            if key[0] in sw and key[1] in sw:
+                out[key[0]] += 1
+                out[key[1]] += 1
+        return dict(out)
+
+    def check_nodes(self, nodes: list[str], source: str = "--nodes") -> None:
+        """Raise a one-line ConfigError when a node is not in the topology."""
+        unknown = [n for n in nodes if n not in self.topology.nodes]
+        if unknown:
+            more = f" (+{len(unknown) - 3} more)" if len(unknown) > 3 else ""
+            raise ConfigError(
+                f"{', '.join(unknown[:3])}{more} not in topology {self.topology.name!r}",
+                source=source,
+                hint="list nodes of the topology, e.g. node-[001-016]",
+            )
+
+    # ---- flows and links ---------------------------------------------------------------------
+    def flow_links(self, flow: Flow) -> tuple[frozenset[LinkKey], frozenset[LinkKey]]:
+        """``(certain, possible)`` switch-to-switch links of ``flow``.
+
+        On InfiniBand both are the route's links. On RoCE ``possible`` is the union of the ECMP
+        set and ``certain`` the links every equal-cost path shares.
+        """
+        key = (flow.src, flow.dst)
+        hit = self._flow_cache.get(key)
+        if hit is not None:
+            return hit
+        sw = self.topology.switches
+        paths = self.topology.candidate_paths(flow.src, flow.dst)
+        sets = [frozenset(lk for lk in p if lk[0] in sw and lk[1] in sw) for p in paths]
+        if not sets:
+            res: tuple[frozenset[LinkKey], frozenset[LinkKey]] = (frozenset(), frozenset())
+        else:
+            res = (frozenset.intersection(*sets), frozenset.union(*sets))
+        if len(self._flow_cache) < 2_000_000:
+            self._flow_cache[key] = res
+        return res
+
+    def directed_hops(self, src: str, dst: str) -> frozenset[tuple[str, str]]:
+        """InfiniBand: the switch-to-switch hops of the route ``src -> dst`` with direction
+        (links are full duplex: flows in opposite directions do not compete)."""
+        key = (src, dst)
+        hit = self._hop_cache.get(key)
+        if hit is None:
+            route = self.topology.route(src, dst) or ()
+            sw = self.topology.switches
+            hops, cur = [], src
+            for a, b in route:
+                nxt = b if a == cur else a
+                if cur in sw and nxt in sw:
+                    hops.append((cur, nxt))
+                cur = nxt
+            hit = frozenset(hops)
+            if len(self._hop_cache) < 2_000_000:
+                self._hop_cache[key] = hit
+        return hit
+
+    def route_links(self, src: str, dst: str) -> frozenset[LinkKey]:
+        """The switch links a flow surely or possibly uses (its ``possible`` set)."""
+        return self.flow_links(Flow(src, dst))[1]
+
+    def same_leaf(self, a_nic: str, b_nic: str) -> bool:
+        att = self.topology.attachment
+        return att.get(a_nic) is not None and att.get(a_nic) == att.get(b_nic)

@@ -1,0 +1,82 @@
+"""Run policies: probes, group sizes, rounds, timeouts and budgets of sweep/gate/bisect."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fabriccheck.errors import ConfigError
+from fabriccheck.models import PROBES
+
+#: probes judged per NIC pair (one flow per test) vs per group (ring flows over all rails)
+PAIR_PROBES = ("ib_write_bw", "iperf3")
+GROUP_PROBES = ("nccl", "allreduce-cpu")
+
+
+@dataclass(frozen=True)
+class SweepPolicy:
+    """How a run plans its rounds.
+
+    ``pair_probe`` runs per rail between two nodes (``ib_write_bw``/``iperf3``: one test per rail,
+    the rails of a pair run at the same time on disjoint NICs) or as one 2-node collective
+    (``nccl``/``allreduce-cpu``). ``sweep_rounds`` pairing rounds run first (each node gets a
+    different partner over a different path each round), then confirmation / retest / localization
+    and bisection rounds until every suspect is resolved or ``max_rounds`` / ``budget_s`` is hit.
+    ``scale_group_size`` > 0 adds one collective round over groups of that many nodes
+    (``scale_probe``) whose failing groups are bisected.
+    """
+
+    mode: str = "sweep"
+    pair_probe: str = "ib_write_bw"
+    sweep_rounds: int = 2
+    max_rounds: int = 8
+    scale_probe: str = "nccl"
+    scale_group_size: int = 0
+    timeout_s: float | None = None  # None: the spec's timeout
+    duration_s: float = 5.0  # ib_write_bw / iperf3 run time
+    budget_s: float | None = None  # hard cap on summed round time (test_seconds)
+    second_round_only_on_failure: bool = False  # gate: round 2 only if round 1 found something
+    confirm: bool = True
+    localize: bool = True
+    #: peer comparison: a test is an outlier when below median by both this robust z and fraction
+    peer_z: float = 5.0
+    peer_min_drop: float = 0.15
+    #: share of a round's tests below the floor above which the fabric, not nodes, is reported
+    fabric_slow_fraction: float = 0.5
+    #: cross-leaf flows per leaf and round on RoCE, as a share of the leaf's uplinks
+    roce_cross_share: float = 0.25
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.pair_probe not in PROBES:
+            raise ConfigError(f"unknown probe {self.pair_probe!r}", field="pair_probe",
+                              hint=f"one of {', '.join(PROBES)}")
+        if self.scale_probe not in GROUP_PROBES:
+            raise ConfigError(f"scale probe must be one of {GROUP_PROBES}", field="scale_probe")
+        if self.sweep_rounds < 1 or self.max_rounds < self.sweep_rounds:
+            raise ConfigError("need 1 <= sweep_rounds <= max_rounds", field="rounds")
+        if self.scale_group_size not in (0, 2, 4, 8, 16, 32):
+            raise ConfigError("scale group size must be 0 (off) or a power of two up to 32",
+                              field="scale_group_size")
+        if self.budget_s is not None and self.budget_s <= 0:
+            raise ConfigError("budget must be positive", field="--budget-s")
+
+    @property
+    def per_rail(self) -> bool:
+        """True when the pair probe runs one test per rail (NIC-level evidence)."""
+        return self.pair_probe in PAIR_PROBES
+
+    def with_(self, **changes: object) -> SweepPolicy:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def GatePolicy(**changes: object) -> SweepPolicy:  # noqa: N802 - a policy preset, reads as a type
+    """The gate preset: one parallel round, a second only if something failed, hard budget."""
+    base = SweepPolicy(mode="gate", sweep_rounds=1, max_rounds=3,
+                       second_round_only_on_failure=True, budget_s=300.0)
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def BisectPolicy(**changes: object) -> SweepPolicy:  # noqa: N802 - a policy preset
+    """The post-timeout bisect preset: pairs first (log suspects first), then groups at scale."""
+    base = SweepPolicy(mode="bisect", sweep_rounds=1, max_rounds=12, scale_group_size=8)
+    return replace(base, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,122 @@
+"""Follow-up planning: confirmations against known-good same-leaf partners, probes, bisection."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fabriccheck.planning.build import RoundBuilder, ring_flows
+from fabriccheck.planning.followup import (
+    BisectTask,
+    GoodPool,
+    bisect_round_bound,
+    plan_bisect,
+    plan_link_probes,
+    plan_nic_confirm,
+    plan_node_confirm,
+    split_halves,
+)
+from fabriccheck.policy import SweepPolicy
+from fabriccheck.specs import load_spec
+from tests.planning.fabrics import make_view
+
+SPEC = load_spec("h100-ndr400-ib")
+
+
+def builder(view, policy=None):
+    return RoundBuilder(3, view, SPEC, policy or SweepPolicy())
+
+
+def test_nic_confirm_uses_two_known_good_partners_on_the_same_leaf():
+    view = make_view()
+    good = set(view.topology.nodes) - {"node-001"}
+    good_nics = {n for n in view.topology.nics if not n.startswith("node-001/")}
+    b = builder(view)
+    made = plan_nic_confirm("node-001/mlx5_2", b, GoodPool(good, view, 0, 3), good_nics)
+    assert made == 2
+    att = view.topology.attachment
+    clients = {t.flows[0].src for t in b.tests}
+    servers = {t.flows[0].dst for t in b.tests}
+    assert "node-001/mlx5_2" in clients and "node-001/mlx5_2" in servers
+    for t in b.tests:
+        assert t.purpose == "confirm"
+        assert att[t.flows[0].src] == att[t.flows[0].dst], "confirmation must avoid uplinks"
+        assert set(t.nodes) - {"node-001"} <= good
+    assert len({n for t in b.tests for n in t.nodes}) == 3  # two different partners
+
+
+def test_node_confirm_covers_every_rail_both_ways():
+    view = make_view()
+    good = set(view.topology.nodes) - {"node-005"}
+    b = builder(view)
+    made = plan_node_confirm("node-005", b, GoodPool(good, view, 0, 3),
+                             set(view.topology.nics))
+    assert made == 8
+    assert {t.params["rails"][0] for t in b.tests} == {0, 1, 2, 3}
+
+
+def test_hang_confirm_is_one_test():
+    view = make_view()
+    b = builder(view)
+    assert plan_node_confirm("node-005", b, GoodPool(set(view.topology.nodes) - {"node-005"},
+                                                     view, 0, 3),
+                             set(view.topology.nics), hang=True) == 1
+
+
+def test_builder_never_double_books_a_nic_direction():
+    view = make_view()
+    b = builder(view)
+    assert b.add_flow("node-001", "node-002", 0) is not None
+    assert b.add_flow("node-001", "node-003", 0) is None  # node-001/mlx5_0 already sends
+    assert b.add_flow("node-003", "node-001", 0) is not None  # but can receive (full duplex)
+    assert b.add_group(("node-001", "node-004")) is None
+
+
+def test_ib_link_probe_crosses_exactly_one_candidate():
+    view = make_view()
+    b = builder(view)
+    att = view.topology.attachment
+    src, dst = "node-001/mlx5_0", "node-020/mlx5_0"
+    route = sorted(view.route_links(src, dst))
+    assert len(route) == 2
+    made = plan_link_probes([("r1-00001", src, dst)], route, b, set(view.topology.nics), seed=0)
+    assert made == 2  # one probe per candidate
+    for t in b.tests:
+        assert "probe_of" in t.params
+        links = view.route_links(t.flows[0].src, t.flows[0].dst)
+        assert len(links & set(route)) == 1
+        assert att[t.flows[0].src] != att[t.flows[0].dst]
+    b2 = builder(view)
+    assert plan_link_probes([("r1-00001", src, dst)], route[:1], b2, set(view.topology.nics),
+                            seed=0) == 1
+    assert b2.tests[0].params["retest_of"] == "r1-00001" and b2.tests[0].flows[0].src == src
+
+
+def test_split_and_bound():
+    assert split_halves(list("abcdefgh")) == (tuple("abcd"), tuple("efgh"))
+    for n in (8, 16, 100, 1024, 4096):
+        assert bisect_round_bound(n) == 2 + max(0, math.ceil(math.log2(n / 8)))
+
+
+@pytest.mark.parametrize("size", [4, 8])
+def test_bisect_pads_halves_to_group_size(size):
+    view = make_view()
+    suspects = tuple(sorted(view.topology.nodes)[:size])
+    good = set(view.topology.nodes) - set(suspects)
+    b = builder(view)
+    out = plan_bisect(BisectTask(suspects, size, "r1-00001"), b, GoodPool(good, view, 0, 3))
+    assert len(out) == 2
+    halves = [h for _, h in out]
+    assert set(halves[0]) | set(halves[1]) == set(suspects)
+    for t in b.tests:
+        assert t.group_size == size and t.purpose == "bisect"
+        assert set(t.nodes) - set(suspects) <= good
+    assert not set(b.tests[0].nodes) & set(b.tests[1].nodes)
+
+
+def test_ring_flows_per_rail():
+    view = make_view()
+    flows = ring_flows(["node-001", "node-002", "node-003"], [0, 1], view)
+    assert len(flows) == 6
+    assert ring_flows(["node-001"], [0, 1], view) == ()
