@@ -116,3 +116,18 @@ def test_iperf3_json_has_the_real_structure():
     assert set(ours["end"]["sum_received"]) == set(real["end"]["sum_received"])
     assert len(ours["intervals"]) == 5
     assert raw.stdout.startswith('{\n\t"start":\t{')  # cJSON's tab style
+
+
+def test_bench_script_runs(monkeypatch, capsys):
+    """bench/bench_sim.py still runs (a smoke run at 16 nodes; timings are not asserted)."""
+    import runpy
+    import sys
+
+    from tests.conftest import REPO
+
+    monkeypatch.setattr(sys, "argv", ["bench_sim.py", "--sizes", "16"])
+    runpy.run_path(str(REPO / "bench" / "bench_sim.py"), run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["fabric", "nodes", "tests", "flows"]
+    assert [line.split()[:4] for line in lines[1:]] == [
+        ["infiniband", "16", "8", "128"], ["roce", "16", "8", "128"]]
