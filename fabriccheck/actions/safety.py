@@ -89,6 +89,11 @@ def tested_nodes(result: RunResult) -> list[str]:
     return list(seen) or list(result.nodes)
 
 
+def _num(x: float) -> str:
+    """Short numbers for reasons: ``96`` for 96.4, ``0.18`` for 0.182."""
+    return f"{x:.0f}" if abs(x) >= 10 else f"{x:.2g}"
+
+
 def describe(verdict: Verdict, obs_by_id: dict[str, Observation]) -> str:
     """One phrase for one bad verdict: ``mlx5_3 ib_write_bw 96 Gb/s < 380``.
 
@@ -104,8 +109,8 @@ def describe(verdict: Verdict, obs_by_id: dict[str, Observation]) -> str:
     valued = [o for o in failing if o.value is not None]
     if valued:
         w = min(valued, key=lambda o: o.value)  # type: ignore[arg-type,return-value]
-        floor = f" < {w.floor:.0f}" if w.floor is not None else ""
-        phrase = f"{w.test.probe} {w.value:.0f} {w.unit}{floor}".replace("  ", " ")
+        floor = f" < {_num(w.floor)}" if w.floor is not None else ""
+        phrase = f"{w.test.probe} {_num(w.value)} {w.unit}{floor}".replace("  ", " ")
     elif hung:
         phrase = f"{hung[0].test.probe} hung"
     else:
