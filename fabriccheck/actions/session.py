@@ -41,6 +41,8 @@ class OpsOptions:
     max_drain: float = 0.1
     exclude_file: str | None = None
     metrics: str | None = None
+    #: Slurm reservation length (it is deleted as soon as the run ends)
+    reservation_min: int = 240
 
 
 class OpsSession:
@@ -145,7 +147,11 @@ class OpsSession:
         if self.mode == "gate" or self.inventory is None or not nodes:
             ctx: Any = nullcontext()
         else:
-            ctx = self.inventory.reserve(list(nodes))
+            name = f"fabriccheck-{self.run_id}" if self.run_id else None
+            kw: dict[str, Any] = {"name": name} if name else {}
+            if self.opts.scheduler == "slurm":
+                kw["duration_min"] = self.opts.reservation_min
+            ctx = self.inventory.reserve(list(nodes), **kw)
         with ctx:
             yield
 
