@@ -38,8 +38,8 @@ class SweepPolicy:
     confirm: bool = True
     localize: bool = True
     #: peer comparison: a test is an outlier when below median by both this robust z and fraction
-    peer_z: float = 5.0
-    peer_min_drop: float = 0.15
+    peer_z: float = 4.0
+    peer_min_drop: float = 0.10
     #: share of a round's tests below the floor above which the fabric, not nodes, is reported
     fabric_slow_fraction: float = 0.5
     #: cross-leaf flows per leaf and round on RoCE, as a share of the leaf's uplinks

@@ -1,0 +1,272 @@
+"""Attribution: which node, NIC or link explains the failing observations, with evidence.
+
+Passing observations are trusted (noise only ever makes a healthy test look *bad*), so anything a
+passing test touched is exonerated: its nodes, its NICs and the links it surely crossed (the
+route on InfiniBand; on RoCE only links every equal-cost path shares). Each failing observation
+is then explained by the components it touched that are *not* exonerated, and a greedy minimum
+hitting set picks the fewest explanations (nodes first, then NICs, then links). A failure with
+nothing left to blame is noise (a glitch). A component is only **bad** with enough independent
+evidence (see :func:`infer`); otherwise it is a **suspect** and the planner confirms it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fabriccheck.inference.localize import LinkGroup, localize_links
+from fabriccheck.models import (
+    BAD,
+    FAIL,
+    HANG,
+    PASS,
+    SUSPECT,
+    UNREACHABLE,
+    LinkKey,
+    Observation,
+    Verdict,
+    nic_node,
+)
+from fabriccheck.planning.view import FabricView
+
+Comp = tuple[str, str]  # ("node", name) | ("nic", endpoint) | ("link", "a -- b")
+_PRIORITY = {"node": 0, "nic": 1, "link": 2}
+
+
+@dataclass
+class Inference:
+    """What the observations so far say. ``*_suspects`` need confirmation before blame."""
+
+    bad_nodes: dict[str, Verdict] = field(default_factory=dict)
+    bad_nics: dict[str, Verdict] = field(default_factory=dict)
+    hung: dict[str, Verdict] = field(default_factory=dict)
+    unreachable: dict[str, Verdict] = field(default_factory=dict)
+    node_suspects: dict[str, Verdict] = field(default_factory=dict)
+    nic_suspects: dict[str, Verdict] = field(default_factory=dict)
+    hang_suspects: dict[str, Verdict] = field(default_factory=dict)
+    links: list[LinkGroup] = field(default_factory=list)
+    glitches: list[str] = field(default_factory=list)
+    ambiguous: list[str] = field(default_factory=list)
+    good_nodes: set[str] = field(default_factory=set)
+    good_nics: set[str] = field(default_factory=set)
+    completed: set[str] = field(default_factory=set)
+    unexplained_groups: list[Observation] = field(default_factory=list)
+
+    @property
+    def blamed_nodes(self) -> set[str]:
+        """Nodes that must not be used as known-good partners."""
+        out = set(self.bad_nodes) | set(self.hung) | set(self.unreachable)
+        out |= set(self.node_suspects) | set(self.hang_suspects)
+        out |= {nic_node(n) for n in (*self.bad_nics, *self.nic_suspects)}
+        return out
+
+    def known_good(self) -> set[str]:
+        return self.good_nodes - self.blamed_nodes
+
+
+def link_name(key: LinkKey) -> str:
+    return f"{key[0]} -- {key[1]}"
+
+
+def _fmt(o: Observation) -> str:
+    if o.value is None:
+        return f"{o.test.test_id} ({o.reason[:60]})"
+    return f"{o.test.test_id} {o.value:.1f} {o.unit}"
+
+
+def infer(
+    observations: Sequence[Observation],
+    view: FabricView,
+    *,
+    node_min_fails: int = 4,
+    confirmed_min_fails: int = 3,
+) -> Inference:
+    """Attribute every failing observation so far (pure; call again after every round).
+
+    Rules (DESIGN.md "Confirm before blaming"):
+
+    - **hung**: a node that never finished a test and hung with at least two different partners;
+      one hang is a suspect.
+    - **unreachable**: the executor named it; not drained.
+    - **bad node**: no passing test at all, failing with at least two partners on at least two
+      rails and ``node_min_fails`` tests, or a failed confirmation against a known-good node.
+    - **bad NIC**: never passed, failing with at least two partners and a failed confirmation
+      against a known-good node (``confirmed_min_fails`` failing tests in all).
+    - **links**: see :func:`fabriccheck.inference.localize.localize_links`.
+
+    Returns
+    -------
+    Inference
+    """
+    inf = Inference()
+    passes = [o for o in observations if o.status == PASS]
+    fails = [o for o in observations if o.status == FAIL]
+    hangs = [o for o in observations if o.status == HANG]
+    good_links: set[LinkKey] = set()
+    retested_ok: set[str] = set()
+    for o in passes:
+        inf.good_nodes.update(o.test.nodes)
+        inf.good_nics.update(o.test.nics)
+        for f in o.test.flows:
+            good_links |= view.flow_links(f)[0]
+        if o.test.params.get("retest_of"):
+            retested_ok.add(str(o.test.params["retest_of"]))
+    inf.completed = inf.good_nodes | {n for o in fails for n in o.test.nodes}
+
+    for o in observations:
+        if o.status == UNREACHABLE and o.raw is not None:
+            for host in o.raw.unreachable:
+                inf.unreachable.setdefault(host, Verdict(
+                    "node", host, UNREACHABLE, "could not be reached", (o.test.test_id,)))
+    _attribute_hangs(hangs, inf)
+
+    ambiguous = _roce_collisions(fails, view) if view.fabric == "roce" else set()
+    inf.ambiguous = sorted(ambiguous)
+    live: list[Observation] = []
+    for o in fails:
+        if o.test.test_id in retested_ok:
+            inf.glitches.append(o.test.test_id)
+        elif o.test.test_id not in ambiguous:
+            live.append(o)
+    cands: list[list[Comp]] = []
+    for o in live:
+        c: list[Comp] = [("node", n) for n in o.test.nodes if n not in inf.good_nodes]
+        c += [("nic", x) for x in o.test.nics if x not in inf.good_nics]
+        links = set().union(*(view.flow_links(f)[1] for f in o.test.flows)) if o.test.flows \
+            else set()
+        c += [("link", link_name(lk)) for lk in sorted(links - good_links)]
+        cands.append(c)
+    chosen = _hitting_set(cands)
+    by_comp: dict[Comp, list[Observation]] = defaultdict(list)
+    for o, c in zip(live, cands, strict=True):
+        if not c:
+            inf.glitches.append(o.test.test_id)
+        for comp in c:
+            by_comp[comp].append(o)
+    link_obs: list[tuple[Observation, list[LinkKey]]] = []
+    for i, (o, c) in enumerate(zip(live, cands, strict=True)):
+        comp = chosen.get(i)
+        if comp is None:
+            continue
+        if comp[0] == "link":
+            link_obs.append((o, [_key(x[1]) for x in c if x[0] == "link"]))
+        elif comp[0] == "node" and o.test.group_size > 2 and not _pairs_back(comp[1], by_comp):
+            inf.unexplained_groups.append(o)
+    for comp in sorted(set(chosen.values())):
+        if comp[0] == "node":
+            _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails)
+        elif comp[0] == "nic":
+            _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails)
+    inf.links = localize_links(link_obs, ib=view.fabric == "infiniband")
+    return inf
+
+
+def _key(name: str) -> LinkKey:
+    a, b = name.split(" -- ")
+    return (a, b)
+
+
+def _pairs_back(node: str, by_comp: dict[Comp, list[Observation]]) -> bool:
+    """True when a node's blame rests on at least one small (pair) test too."""
+    return any(o.test.group_size <= 2 for o in by_comp[("node", node)])
+
+
+def _hitting_set(cands: list[list[Comp]]) -> dict[int, Comp]:
+    """Greedy minimum hitting set: observation index -> the component chosen to explain it."""
+    covers: dict[Comp, set[int]] = defaultdict(set)
+    for i, c in enumerate(cands):
+        for comp in c:
+            covers[comp].add(i)
+    left = {i for i, c in enumerate(cands) if c}
+    out: dict[int, Comp] = {}
+    while left:
+        best = max(
+            covers,
+            key=lambda k: (len(covers[k] & left), -_PRIORITY[k[0]], k[1]),
+        )
+        got = covers[best] & left
+        if not got:
+            break
+        for i in got:
+            out[i] = best
+        left -= got
+    return out
+
+
+def _partners(node: str, obs: Sequence[Observation]) -> set[str]:
+    return {n for o in obs for n in o.test.nodes if n != node}
+
+
+def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: int,
+                confirmed_min: int) -> None:
+    partners = _partners(node, obs)
+    rails = {f.src.split("/", 1)[1] for o in obs for f in o.test.flows
+             if nic_node(f.src) == node} | {f.dst.split("/", 1)[1] for o in obs
+                                             for f in o.test.flows if nic_node(f.dst) == node}
+    confirmed = any(o.test.purpose in ("confirm", "bisect") for o in obs)
+    strong = len(obs) >= min_fails and (len(rails) >= 2 or len(obs) >= 2 * min_fails)
+    ids = tuple(o.test.test_id for o in obs)
+    vals = ", ".join(_fmt(o) for o in obs[:4])
+    reason = (f"failed {len(obs)} test(s) with {len(partners)} partner(s) "
+              f"({', '.join(sorted(partners)[:4])}) and passed none: {vals}")
+    if len(partners) >= 2 and (strong or (confirmed and len(obs) >= confirmed_min)):
+        inf.bad_nodes[node] = Verdict("node", node, BAD, reason, ids)
+    else:
+        inf.node_suspects[node] = Verdict("node", node, SUSPECT, reason + "; needs confirmation",
+                                          ids)
+
+
+def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int) -> None:
+    node = nic_node(nic)
+    partners = _partners(node, obs)
+    confirmed = any(o.test.purpose == "confirm" for o in obs)
+    ids = tuple(o.test.test_id for o in obs)
+    vals = ", ".join(_fmt(o) for o in obs[:4])
+    other = "its node's other rails pass" if node in inf.good_nodes else "single-rail node"
+    reason = (f"failed {len(obs)} test(s) with {len(partners)} partner(s) "
+              f"({', '.join(sorted(partners)[:4])}), never passed; {other}: {vals}")
+    if len(partners) >= 2 and confirmed and len(obs) >= confirmed_min:
+        inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason, ids)
+    else:
+        inf.nic_suspects[nic] = Verdict("nic", nic, SUSPECT, reason + "; needs confirmation", ids)
+
+
+def _attribute_hangs(hangs: list[Observation], inf: Inference) -> None:
+    by_node: dict[str, list[Observation]] = defaultdict(list)
+    for o in hangs:
+        for n in o.test.nodes:
+            if n not in inf.completed and n not in inf.unreachable:
+                by_node[n].append(o)
+    for node, obs in sorted(by_node.items()):
+        partners = _partners(node, obs)
+        ids = tuple(o.test.test_id for o in obs)
+        reason = (f"{len(obs)} test(s) hung (killed at timeout) with {len(partners)} partner(s) "
+                  f"({', '.join(sorted(partners)[:4])}); it finished no test")
+        if len(partners) >= 2 and len(obs) >= 2:
+            inf.hung[node] = Verdict("node", node, BAD, "hung: " + reason, ids)
+        else:
+            inf.hang_suspects[node] = Verdict("node", node, SUSPECT, "hang suspect: " + reason,
+                                              ids)
+
+
+def _roce_collisions(fails: list[Observation], view: FabricView) -> set[str]:
+    """RoCE: failing cross-leaf tests of one round that may have shared an ECMP link.
+
+    Two flows leaving one leaf (or entering one) may hash onto the same link and halve each
+    other; such failures say nothing about the components and are set aside.
+    """
+    att = view.topology.attachment
+    ends: dict[tuple[int, str, str], list[str]] = defaultdict(list)
+    for o in fails:
+        for f in o.test.flows:
+            s, d = att.get(f.src), att.get(f.dst)
+            if s is None or d is None or s == d:
+                continue
+            ends[(o.test.round, s, "out")].append(o.test.test_id)
+            ends[(o.test.round, d, "in")].append(o.test.test_id)
+    out: set[str] = set()
+    for ids in ends.values():
+        if len(set(ids)) >= 2:
+            out.update(ids)
+    return out

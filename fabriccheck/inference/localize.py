@@ -1,0 +1,100 @@
+"""Link localization by boolean tomography (007 / NetBouncer style).
+
+Each failing observation that no node or NIC explains implicates the links on its paths that no
+passing observation exonerated. The fewest links that explain every such failure are chosen
+greedily; links that explain exactly the same failures cannot be told apart and are reported
+together as one candidate set. On InfiniBand (known routes) a set usually shrinks to one link;
+on RoCE (ECMP) the set is what the data supports, and its size is said, not guessed away.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fabriccheck.models import LinkKey, Observation
+
+
+@dataclass(frozen=True)
+class LinkGroup:
+    """Links that explain the same failing observations.
+
+    ``bad`` when it is a single link with at least two failing observations of which one is a
+    retest or localization probe (a failure seen again, not two unrelated glitches).
+    """
+
+    candidates: tuple[LinkKey, ...]
+    evidence: tuple[str, ...]
+    flows: tuple[tuple[str, str], ...]
+    values: tuple[str, ...]
+    bad: bool
+
+    def to_json(self) -> dict:
+        return {
+            "candidates": [list(k) for k in self.candidates],
+            "size": len(self.candidates),
+            "evidence": list(self.evidence),
+            "flows": [list(f) for f in self.flows],
+            "values": list(self.values),
+            "confirmed": self.bad,
+        }
+
+
+def localize_links(
+    link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]], *, ib: bool
+) -> list[LinkGroup]:
+    """Group failing observations by the links that could explain them.
+
+    Parameters
+    ----------
+    link_obs
+        ``(observation, candidate links)`` for every failure left to the links: the links on
+        its path(s) that no passing observation exonerated.
+    ib
+        True on InfiniBand (a single-link answer can be called bad); False on RoCE, where only a
+        candidate set of one link with two independent failures is called bad.
+
+    Returns
+    -------
+    list of LinkGroup
+        Most-supported first.
+
+    Examples
+    --------
+    >>> from fabriccheck.models import Test, Flow, Observation
+    >>> def obs(i, a, b, purpose="sweep"):
+    ...     t = Test(f"t{i}", "ib_write_bw", (a, b), (Flow(a + "/m0", b + "/m0"),), purpose=purpose)
+    ...     return Observation(t, "fail", value=196.0, unit="Gb/s")
+    >>> L = ("leaf-0", "spine-1")
+    >>> groups = localize_links([(obs(1, "n1", "n5"), [L, ("leaf-1", "spine-1")]),
+    ...                          (obs(2, "n2", "n6", "localize"), [L])], ib=True)
+    >>> groups[0].candidates, groups[0].bad
+    ((('leaf-0', 'spine-1'),), True)
+    """
+    covers: dict[LinkKey, set[int]] = defaultdict(set)
+    for i, (_, links) in enumerate(link_obs):
+        for lk in links:
+            covers[lk].add(i)
+    left = {i for i, (_, links) in enumerate(link_obs) if links}
+    out: list[LinkGroup] = []
+    while left:
+        best = max(covers, key=lambda k: (len(covers[k] & left), k))
+        got = covers[best] & left
+        if not got:
+            break
+        cands = tuple(sorted(lk for lk, s in covers.items() if got <= s))
+        obs = [link_obs[i][0] for i in sorted(got)]
+        pairs = {frozenset(o.test.nodes) for o in obs}
+        confirmed = any(o.test.purpose in ("confirm", "localize") for o in obs)
+        single = len(cands) == 1
+        bad = single and confirmed and len(obs) >= 2 and (len(pairs) >= 2 or len(obs) >= 3)
+        out.append(LinkGroup(
+            candidates=cands,
+            evidence=tuple(o.test.test_id for o in obs),
+            flows=tuple((f.src, f.dst) for o in obs for f in o.test.flows[:1]),
+            values=tuple("" if o.value is None else f"{o.value:.1f} {o.unit}" for o in obs),
+            bad=bad and (ib or single),
+        ))
+        left -= got
+    return out

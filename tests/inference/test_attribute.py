@@ -1,0 +1,167 @@
+"""Attribution on hand-made observations: the right component, with evidence, and no one else."""
+
+from __future__ import annotations
+
+from fabriccheck.inference.attribute import infer
+from fabriccheck.models import Flow, Observation, RawResult, Test
+from tests.planning.fabrics import make_view
+
+VIEW = make_view()  # IB, 64 nodes, 16 per leaf, 4 rails, 4 spines
+ROCE = make_view(fabric="roce")
+_n = iter(range(100_000))
+
+
+def flow_obs(a, b, rail, status="pass", *, rnd=1, purpose="sweep", value=None, **params):
+    view = params.pop("view", VIEW)
+    src, dst = view.rails_of[a][rail], view.rails_of[b][rail]
+    t = Test(f"r{rnd}-{next(_n):05d}", "ib_write_bw", (a, b), (Flow(src, dst),), round=rnd,
+             purpose=purpose, params={"rails": (rail,), **params})
+    if value is None:
+        value = 391.0 if status == "pass" else 98.0
+    raw = RawResult(t.test_id, timed_out=status == "hang",
+                    unreachable=(b,) if status == "unreachable" else ())
+    v = value if status in ("pass", "fail") else None
+    return Observation(t, status, value=v, unit="Gb/s", floor=335.0, raw=raw)
+
+
+def healthy_round(nodes, rails=range(4), rnd=1, shift=1):
+    out = []
+    for r in rails:
+        for i in range(0, len(nodes) - 1, 2):
+            a, b = nodes[i], nodes[(i + shift) % len(nodes)] if shift != 1 else nodes[i + 1]
+            if a != b:
+                out.append(flow_obs(a, b, r, rnd=rnd))
+    return out
+
+
+def test_nic_needs_two_partners_and_a_confirmation():
+    obs = [flow_obs("node-001", "node-002", 1, "fail"), flow_obs("node-003", "node-001", 1, "fail",
+                                                                  rnd=2)]
+    obs += [flow_obs("node-001", "node-004", r) for r in (0, 2, 3)]  # other rails pass
+    obs += [flow_obs("node-002", "node-005", 1, rnd=2), flow_obs("node-003", "node-006", 1)]
+    inf = infer(obs, VIEW)
+    assert "node-001/mlx5_1" in inf.nic_suspects and not inf.bad_nics, "no blame before confirm"
+    obs += [flow_obs("node-001", "node-007", 1, "fail", rnd=3, purpose="confirm"),
+            flow_obs("node-008", "node-001", 1, "fail", rnd=3, purpose="confirm")]
+    inf = infer(obs, VIEW)
+    v = inf.bad_nics["node-001/mlx5_1"]
+    assert v.state == "bad" and len(v.evidence) == 4 and "98.0 Gb/s" in v.reason
+    assert not inf.bad_nodes and not inf.node_suspects
+    assert "node-001" not in inf.known_good() and "node-002" in inf.known_good()
+
+
+def test_a_passing_confirmation_clears_a_nic():
+    obs = [flow_obs("node-001", "node-002", 1, "fail"), flow_obs("node-003", "node-001", 1, "fail",
+                                                                  rnd=2),
+           flow_obs("node-001", "node-007", 1, rnd=3, purpose="confirm")]
+    obs += [flow_obs("node-002", "node-005", 1, rnd=2), flow_obs("node-003", "node-006", 1)]
+    inf = infer(obs, VIEW)
+    assert not inf.bad_nics and not inf.nic_suspects
+    assert sorted(inf.glitches) == sorted(o.test.test_id for o in obs[:2])
+
+
+def test_slow_node_fails_everywhere_with_many_partners():
+    nodes = [f"node-{i:03d}" for i in range(1, 17)]
+    obs = healthy_round(nodes)
+    for r in range(4):
+        obs.append(flow_obs("node-040", f"node-{20 + r:03d}", r, "fail", value=196.0))
+        obs.append(flow_obs(f"node-{30 + r:03d}", "node-040", r, "fail", rnd=2, value=196.0))
+        obs.append(flow_obs(f"node-{20 + r:03d}", f"node-{50 + r:03d}", r, rnd=2))
+        obs.append(flow_obs(f"node-{30 + r:03d}", f"node-{60 + r:03d}", r))
+    inf = infer(obs, VIEW)
+    assert set(inf.bad_nodes) == {"node-040"}
+    assert not inf.bad_nics and not inf.nic_suspects and not inf.node_suspects
+    assert "8 partner" in inf.bad_nodes["node-040"].reason
+
+
+def test_single_low_test_that_passes_elsewhere_is_a_glitch():
+    obs = healthy_round([f"node-{i:03d}" for i in range(1, 17)])
+    glitch = flow_obs("node-001", "node-002", 0, "fail", rnd=2, value=150.0)
+    obs += [glitch, flow_obs("node-001", "node-003", 0, rnd=3), flow_obs("node-004", "node-002",
+                                                                            0, rnd=3)]
+    inf = infer(obs, VIEW)
+    assert glitch.test.test_id in inf.glitches
+    assert not (inf.bad_nodes or inf.bad_nics or inf.nic_suspects or inf.node_suspects)
+    assert not inf.links  # same-leaf pair: no switch link to blame
+
+
+def test_hung_node_needs_two_partners_and_partners_are_cleared():
+    obs = [flow_obs("node-033", "node-034", 0, "hang"), flow_obs("node-035", "node-033", 1, "hang"),
+           flow_obs("node-034", "node-036", 1), flow_obs("node-035", "node-037", 0)]
+    inf = infer(obs, VIEW)
+    assert set(inf.hung) == {"node-033"} and not inf.hang_suspects
+    one = infer(obs[:1] + obs[2:], VIEW)
+    assert set(one.hang_suspects) == {"node-033"} and not one.hung
+
+
+def test_unreachable_is_reported_apart():
+    obs = [flow_obs("node-001", "node-050", 0, "unreachable"), flow_obs("node-001", "node-002", 1)]
+    inf = infer(obs, VIEW)
+    assert set(inf.unreachable) == {"node-050"} and not inf.bad_nodes and not inf.hung
+
+
+def _cross_pair_through(link_up):
+    """Two node pairs whose rail-0 IB routes cross the switch link ``link_up``."""
+    found = []
+    for a in sorted(VIEW.topology.nodes)[:16]:
+        for b in sorted(VIEW.topology.nodes)[16:32]:
+            if link_up in VIEW.route_links(VIEW.rails_of[a][0], VIEW.rails_of[b][0]):
+                found.append((a, b))
+    return found
+
+
+def test_ib_link_is_found_exactly_and_nics_are_not_blamed():
+    link = ("leaf-0-0", "spine-1")
+    pairs = _cross_pair_through(link)
+    (a1, b1), (a2, b2) = pairs[0], next(p for p in pairs if not set(p) & set(pairs[0]))
+    obs = [flow_obs(a1, b1, 0, "fail", value=196.0), flow_obs(a2, b2, 0, "fail", rnd=2,
+                                                               value=196.0)]
+    # their NICs pass elsewhere (leaf-local), other uplinks were crossed by passing flows
+    obs += [flow_obs(a1, "node-003", 0, rnd=2), flow_obs(b1, "node-020", 0, rnd=2),
+            flow_obs(a2, "node-004", 0), flow_obs(b2, "node-021", 0)]
+    other = ("leaf-1-0", "spine-1")
+    for a, b in [(x, y) for x in sorted(VIEW.topology.nodes)[32:48]
+                 for y in sorted(VIEW.topology.nodes)[16:32]]:
+        if other in VIEW.route_links(VIEW.rails_of[b][0], VIEW.rails_of[a][0]):
+            obs.append(flow_obs(b, a, 0, rnd=2))
+            break
+    inf = infer(obs, VIEW)
+    assert not inf.bad_nics and not inf.nic_suspects and not inf.node_suspects
+    assert inf.links and link in inf.links[0].candidates and not inf.links[0].bad
+    obs.append(flow_obs(a1, b1, 0, "fail", rnd=3, purpose="localize", value=196.0,
+                        retest_of=obs[0].test.test_id))
+    inf = infer(obs, VIEW)
+    assert inf.links[0].bad and inf.links[0].candidates == (link,)
+
+
+def test_ib_link_glitches_are_cleared_by_a_passing_retest():
+    link = ("leaf-0-0", "spine-1")
+    (a1, b1) = _cross_pair_through(link)[0]
+    first = flow_obs(a1, b1, 0, "fail", value=150.0)
+    obs = [first, flow_obs(a1, "node-003", 0, rnd=2), flow_obs(b1, "node-020", 0, rnd=2),
+           flow_obs(a1, b1, 0, rnd=3, purpose="localize", retest_of=first.test.test_id)]
+    inf = infer(obs, VIEW)
+    assert first.test.test_id in inf.glitches and not inf.links
+
+
+def test_roce_possible_collisions_are_set_aside():
+    nodes = sorted(ROCE.topology.nodes)
+    a = flow_obs(nodes[0], nodes[20], 0, "fail", value=196.0, view=ROCE)
+    b = flow_obs(nodes[1], nodes[21], 0, "fail", value=196.0, view=ROCE)
+    inf = infer([a, b], ROCE)
+    assert set(inf.ambiguous) == {a.test.test_id, b.test.test_id}
+    assert not inf.nic_suspects and not inf.links
+
+
+def test_roce_link_candidates_are_a_set_with_its_size():
+    nodes = sorted(ROCE.topology.nodes)
+    obs = [flow_obs(nodes[0], nodes[20], 0, "fail", value=196.0, view=ROCE),
+           flow_obs(nodes[21], nodes[2], 0, "fail", rnd=2, value=196.0, view=ROCE)]
+    obs += [flow_obs(n, m, 0, view=ROCE, rnd=3) for n, m in
+            [(nodes[0], nodes[5]), (nodes[20], nodes[25]), (nodes[21], nodes[26]),
+             (nodes[2], nodes[6])]]
+    inf = infer(obs, ROCE)
+    assert not inf.nic_suspects
+    g = inf.links[0]
+    assert len(g.candidates) == 8 and not g.bad  # the 4+4 uplinks of the two leaves
+    assert g.to_json()["size"] == 8
