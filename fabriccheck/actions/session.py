@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabriccheck.actions.pipeline import BACKENDS, apply_run_outcome
+from fabriccheck.actions.safety import ActionPolicy
 from fabriccheck.errors import ConfigError
 from fabriccheck.models import Observation, RunResult
 
@@ -55,6 +56,7 @@ class OpsSession:
         if opts.apply and opts.scheduler is None:
             raise ConfigError("--apply needs to know where to act", source="--apply",
                               hint="add --scheduler slurm or --scheduler kubernetes")  # fmt: skip
+        ActionPolicy(max_drain=opts.max_drain)  # a bad --max-drain fails now, not after the run
         self.mode, self.opts, self.sku, self.fabric = mode, opts, sku, fabric
         self.store = self._open_store()
         self.inventory = self._make_inventory()
