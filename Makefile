@@ -55,6 +55,6 @@ lab-demo: venv apt
 	@if [ "$$(id -u)" != 0 ]; then echo "lab-demo needs root (network namespaces)"; exit 2; fi
 	@trap '$(VENV)/bin/fabriccheck lab down --name demo >/dev/null' EXIT; set -e; \
 	$(VENV)/bin/fabriccheck lab up lab-4 --name demo --faults $(LAB_DEMO_FAULTS); \
-	rc=0; $(VENV)/bin/fabriccheck sweep --executor ssh --topology lab-4 \
+	rc=0; $(VENV)/bin/fabriccheck sweep --executor ssh --topology lab-4 --probe iperf3 \
 	  --inventory /tmp/fabriccheck-lab-demo/inventory.yaml || rc=$$?; \
 	echo "sweep exit code: $$rc (1 = faults found)"
