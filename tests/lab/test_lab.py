@@ -36,7 +36,7 @@ def allreduce(tid: str, nodes: tuple[str, ...], timeout_s: float = 60) -> Test:
 
 
 def sweep(lab: Lab):
-    from fabriccheck import orchestrator
+    orchestrator = pytest.importorskip("fabriccheck.orchestrator")
     from fabriccheck.policy import SweepPolicy
     from fabriccheck.specs import resolve_spec
     from fabriccheck.topology.load import load_topology
@@ -61,13 +61,23 @@ def test_hosts_have_own_hostname_sshd_and_nic_address(lab: Lab) -> None:
         runner.close()
 
 
-def test_sweep_over_ssh_finds_the_throttled_nic(lab: Lab) -> None:
+def test_cli_sweep_over_ssh_finds_the_throttled_nic(lab: Lab) -> None:
+    """The whole path: `fabriccheck sweep --executor ssh --inventory` as a subprocess."""
+    import json
+    import sys
+
+    pytest.importorskip("fabriccheck.cli.run_cmd")  # the sweep command (another module)
     inject(lab, {"kind": "nic_degraded", "nic": "host2/eth0", "factor": 0.25})
-    result = sweep(lab)
-    assert result.drain == ["host2"], result.observations
-    assert "host2" in result.bad_nodes or "host2/eth0" in result.bad_nics
-    assert not result.bad_links and not result.unreachable
-    assert result.rounds <= 3
+    proc = subprocess.run(
+        [sys.executable, "-m", "fabriccheck", "sweep", "--executor", "ssh", "--topology", "lab-4",
+         "--inventory", str(lab.inventory), "--probe", "iperf3", "--json"],
+        capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # 1 = faults found
+    result = json.loads(proc.stdout)
+    assert result["drain"] == ["host2"], result
+    assert "host2" in result["bad_nodes"] or "host2/eth0" in result["bad_nics"]
+    assert not result["bad_links"] and not result["unreachable"]
+    assert result["rounds"] <= 3
 
 
 def test_sweep_over_ssh_localizes_the_throttled_uplink(lab: Lab) -> None:
