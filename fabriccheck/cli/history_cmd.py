@@ -151,3 +151,37 @@ def actions_cmd(
     for r in rows:
         t.add_row(_when(r["at_s"]), r["node"], r["action"], r["status"], r["reason"])
     out.print(t)
+
+
+@history.command("metrics")
+def metrics_cmd(
+    db: Db = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", help="Serve /metrics on this port (re-read on every scrape) instead of "
+                       "printing once.")] = None,
+    addr: Annotated[str, typer.Option("--addr", help="Address to serve on.")] = "0.0.0.0",
+    mode: Annotated[str | None, typer.Option("--mode", help="Only runs of this mode.")] = None,
+) -> None:
+    """Prometheus metrics of the newest finished run, printed or served over HTTP."""
+    import threading
+
+    from fabriccheck.store.exporter import HistoryCollector, latest_metrics_text
+
+    store = _open(db)
+    path = store.path
+    store.close()
+    if port is None:
+        out.print(latest_metrics_text(path, mode=mode), end="", markup=False, highlight=False)
+        return
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(HistoryCollector(path, mode=mode))
+    server, thread = start_http_server(port, addr=addr, registry=reg)
+    from fabriccheck.cli.app import err
+
+    err.print(f"serving metrics of {path} on http://{addr}:{port}/metrics", highlight=False)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()

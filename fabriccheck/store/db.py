@@ -324,6 +324,37 @@ class Store:
             c.execute("UPDATE runs SET status = 'running' WHERE run_id = ?", (run_id,))
         return rec, self.completed_rounds(run_id)
 
+    def load_result(self, run_id: str) -> RunResult:
+        """A finished run as a :class:`RunResult` (summary, verdicts and observations)."""
+        from fabriccheck.serialize import run_result_from_dict, verdict_from_dict
+
+        rec = self.run(run_id)
+        if rec.summary is None:
+            raise ConfigError(f"run {run_id!r} has not finished", source=self.path)
+        result = run_result_from_dict({"mode": rec.mode, "nodes": rec.nodes, **rec.summary})
+        rows = self.conn.execute(
+            "SELECT kind, name, state, reason, evidence_json FROM verdicts WHERE run_id = ?",
+            (run_id,),
+        ).fetchall()
+        result.verdicts = [
+            verdict_from_dict({"kind": k, "name": n, "state": st, "reason": r,
+                               "evidence": json.loads(e),
+                               "link": n.split(" -- ") if k == "link" and " -- " in n else None})
+            for k, n, st, r, e in rows
+        ]  # fmt: skip
+        result.observations = self.observations(run_id)
+        return result
+
+    def latest_finished(self, mode: str | None = None) -> str | None:
+        """The id of the newest finished run (of ``mode``), or None."""
+        q = "SELECT run_id FROM runs WHERE status = 'finished'"
+        args: tuple = ()
+        if mode:
+            q += " AND mode = ?"
+            args = (mode,)
+        row = self.conn.execute(q + " ORDER BY finished_s DESC LIMIT 1", args).fetchone()
+        return row[0] if row else None
+
     def observations(self, run_id: str) -> list[Observation]:
         """Every observation recorded for ``run_id``, in the order written."""
         return [o for obs in self.completed_rounds(run_id).values() for o in obs]

@@ -72,3 +72,60 @@ def test_human_tables_and_missing_db(db, tmp_path):
     assert proc.returncode == 2
     assert "no history database here" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "no.db").exists()
+
+
+def _families(text):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {f.name: {tuple(sorted(s.labels.items())): s.value for s in f.samples}
+            for f in text_string_to_metric_families(text)}  # fmt: skip
+
+
+def test_history_metrics_prints_the_newest_run(db):
+    res = runner.invoke(app, ["history", "metrics", "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    fams = _families(res.stdout)
+    health = fams["fabriccheck_node_health"]
+    assert len(health) == 12  # the newest finished run: sweep 9 (node-007 healthy then)
+    assert fams["fabriccheck_run_timestamp_seconds"][(("mode", "sweep"),)] == 1e9 + 3600 * 9 + 60
+
+
+def test_history_metrics_endpoint_follows_new_runs(tmp_path):
+    import socket
+    import time
+    import urllib.request
+
+    path = tmp_path / "live.sqlite"
+    with Store(path) as s:
+        r = build_run(nodes(4), seed=1)
+        s.finish_run(s.begin_run("sweep", r.nodes), r)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fabriccheck", "history", "metrics", "--db", str(path),
+         "--port", str(port), "--addr", "127.0.0.1"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        def scrape():
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    url = f"http://127.0.0.1:{port}/metrics"
+                    with urllib.request.urlopen(url, timeout=5) as resp:
+                        return _families(resp.read().decode())
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+
+        assert len(scrape()["fabriccheck_node_health"]) == 4
+        with Store(path) as s:
+            r = build_run(nodes(6), node_gbps={"node-005": 90.0}, seed=2)
+            s.finish_run(s.begin_run("sweep", r.nodes), r)
+        health = scrape()["fabriccheck_node_health"]
+        assert len(health) == 6 and health[(("node", "node-005"),)] == 0.0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
