@@ -157,10 +157,15 @@ class OpsSession:
         with ctx:
             yield
 
-    def begin(self, nodes: Sequence[str]) -> str | None:
-        """Record the run's start (unless resuming); returns the run id."""
+    def begin(self, nodes: Sequence[str], params: dict[str, Any] | None = None) -> str | None:
+        """Record the run's start (unless resuming); returns the run id.
+
+        ``params`` are kept with the run (``topology``: the file, so ``fabriccheck report RUN_ID``
+        can draw it; ``spec``, ``seed``, ``executor``...).
+        """
         if self.store is not None and self.run_id is None:
-            self.run_id = self.store.begin_run(self.mode, nodes, sku=self.sku, fabric=self.fabric)
+            self.run_id = self.store.begin_run(self.mode, nodes, sku=self.sku, fabric=self.fabric,
+                                               params=params)  # fmt: skip
         return self.run_id
 
     def wrap(self, executor: Any, spec: Any = None) -> Any:
