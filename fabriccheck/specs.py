@@ -88,7 +88,7 @@ _TOP_FIELDS = (
 _SIZE_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 #: the repository's bundled spec files
-SPEC_DIR = Path(__file__).resolve().parents[1] / "test_specs"
+SPEC_DIR = Path(__file__).resolve().parent / "_bundled" / "test_specs"
 
 
 def parse_size_bytes(value: object) -> int | None:

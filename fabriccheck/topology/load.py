@@ -35,7 +35,7 @@ TOP_FIELDS = (
 )
 
 #: the repository's bundled topology files (editable install / source checkout)
-TOPOLOGY_DIR = Path(__file__).resolve().parents[2] / "topologies"
+TOPOLOGY_DIR = Path(__file__).resolve().parents[1] / "_bundled" / "topologies"
 
 
 def resolve_topology_path(path_or_name: str | Path) -> Path:
