@@ -161,9 +161,13 @@ class _Handle:
 
     def output(self) -> StepOutput:
         finished = self.done.is_set() and self.exit_code is not None and not self.killed
+        stderr = self.err.decode("utf-8", "replace")
+        if self.killed:  # setsid -w complains that its child was killed: our doing, not news
+            stderr = "".join(line for line in stderr.splitlines(keepends=True)
+                             if not line.startswith("setsid: child "))
         return StepOutput(
             stdout=self.out.decode("utf-8", "replace"),
-            stderr=self.err.decode("utf-8", "replace"),
+            stderr=stderr,
             exit_code=self.exit_code if finished else None,
             finished=finished,
         )
