@@ -154,8 +154,31 @@ def _drain_step(result: RunResult, view: RunView) -> Step:
     return Step(BAD, title, detail, cmds, tuple(nodes))
 
 
-def next_steps(result: RunResult, view: RunView, fabric: str = "") -> list[Step]:
-    """The steps for the first screen, most urgent first."""
+def retest_command(node: str, view: RunView, topology: str) -> str:
+    """A gate over ``node`` and a healthy partner, to confirm a repair (empty: no partner).
+
+    The partner is a healthy node of the same leaf group when there is one, so the re-test
+    crosses as few links as possible.
+    """
+    if not topology:
+        return ""
+    group = view.groups[view.group_of[node]].nodes if node in view.group_of else ()
+    healthy = [n for n in view.run_nodes if view.node_state[n] == "healthy"]
+    near = [n for n in group if view.node_state.get(n) == "healthy"]
+    partner = (near or healthy or [None])[0]
+    if partner is None:
+        return ""
+    nodes = shlex.quote(f"{node},{partner}")
+    return f"fabriccheck gate --topology {shlex.quote(topology)} {nodes}  # + --executor etc."
+
+
+def next_steps(
+    result: RunResult, view: RunView, fabric: str = "", topology: str = ""
+) -> list[Step]:
+    """The steps for the first screen, most urgent first.
+
+    ``topology`` (the topology's file or name) enables the re-test commands.
+    """
     steps: list[Step] = []
     bad_nic_nodes = {nic_node(n) for n in result.bad_nics}
     hung = set(result.hung) | set(view.nodes_in(HUNG))
@@ -167,7 +190,8 @@ def next_steps(result: RunResult, view: RunView, fabric: str = "") -> list[Step]
                 BAD,
                 f"Check NIC {nic} (cable, transceiver, firmware), then re-test its node",
                 _reason_of(view, nic_node(nic)),
-                _nic_checks(nic, fabric),
+                tuple(c for c in (*_nic_checks(nic, fabric),
+                                  retest_command(nic_node(nic), view, topology)) if c),  # fmt: skip
                 (nic,),
             )
         )
@@ -182,7 +206,10 @@ def next_steps(result: RunResult, view: RunView, fabric: str = "") -> list[Step]
                 BAD,
                 f"Check node {n}: every rail slow → intra-node path (PCIe, NVLink, GPU)",
                 _reason_of(view, n),
-                (f"ssh {q} nvidia-smi topo -m", f"ssh {q} 'dmesg -T | grep -iE \"xid|mlx5|pcie\"'"),
+                tuple(c for c in (
+                    f"ssh {q} nvidia-smi topo -m",
+                    f"ssh {q} 'dmesg -T | grep -iE \"xid|mlx5|pcie\"'",
+                    retest_command(n, view, topology)) if c),  # fmt: skip
                 (n,),
             )
         )
@@ -257,6 +284,33 @@ def next_steps(result: RunResult, view: RunView, fabric: str = "") -> list[Step]
                 tuple(suspects),
             )
         )
-    for w in result.fabric_warnings:
-        steps.append(Step("info", w))
+    steps += _notes(result)
     return steps
+
+
+def _notes(result: RunResult) -> list[Step]:
+    """What the run could not settle (from the orchestrator's extra keys), as info steps."""
+    extra = result.extra
+    notes = [Step("info", w) for w in result.fabric_warnings]
+    if extra.get("budget_exhausted"):
+        why = str(extra.get("stop_reason") or "time or test budget reached")
+        notes.append(Step("info", f"Stopped early: {why} — some suspects may be unconfirmed",
+                          "re-run a sweep over the suspects to settle them"))  # fmt: skip
+    untested = [str(n) for n in extra.get("untested") or ()]
+    if untested:
+        title = f"{_plural(len(untested), 'node')} not tested: {compact(untested, 120)}"
+        notes.append(Step("info", title, "", (), tuple(untested)))
+    for sus in extra.get("unconfirmed_link_failures") or ():
+        cands = [(str(c[0]), str(c[1])) for c in sus.get("candidates", ()) if len(c) == 2]
+        if cands:
+            notes.append(Step(
+                "info", f"Seen once, not confirmed: one of {_plural(len(cands), 'link')} "
+                f"{describe_links(cands)}",
+                "a single failing flow no other test reproduced; nothing to do unless it recurs",
+            ))  # fmt: skip
+    glitches = [str(t) for t in extra.get("glitches") or ()]
+    if glitches:
+        shown = ", ".join(glitches[:8]) + (" …" if len(glitches) > 8 else "")
+        notes.append(Step("info", f"{_plural(len(glitches), 'transient failure')} did not "
+                                  "reproduce (treated as glitches)", shown))  # fmt: skip
+    return notes

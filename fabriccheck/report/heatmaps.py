@@ -20,6 +20,8 @@ MATRIX_MAX_NODES = 64
 MATRIX_MAX_GROUPS = 64
 RAIL_ROWS_MAX_NODES = 64
 _ALARM = ("bad", "suspect", "hung", "unreachable")
+#: colour of a cell whose only failures were glitches (``extra["glitches"]``)
+GLITCH = "#f3e3b3"
 _FONT = "font-family:system-ui,sans-serif"
 _STATUS_RANK = {PASS: 0, FAIL: 1, "error": 2, HANG: 3, UNREACHABLE: 4}
 
@@ -32,9 +34,18 @@ class Cell:
     tests: list[str] = field(default_factory=list)
     count: int = 0
     failing: int = 0
+    glitches: int = 0  # failures the run found did not reproduce: shown, but not as the colour
 
-    def add(self, ratio: float | None, status: str, test_id: str, *, best: bool = False) -> None:
+    def add(
+        self, ratio: float | None, status: str, test_id: str, *, best: bool = False,
+        glitch: bool = False,
+    ) -> None:  # fmt: skip
         self.count += 1
+        if glitch:
+            self.glitches += 1
+            if len(self.tests) < 6:
+                self.tests.append(f"{test_id} (glitch)")
+            return
         self.failing += status != PASS
         if ratio is not None:
             if self.ratio is None:
@@ -48,6 +59,8 @@ class Cell:
 
     @property
     def colour(self) -> str:
+        if self.glitches == self.count:
+            return GLITCH
         if self.status in (HANG, UNREACHABLE, "error") and self.ratio is None:
             return STATUS_COLOURS[self.status]
         return ratio_colour(self.ratio)
@@ -55,9 +68,10 @@ class Cell:
     def describe(self) -> str:
         r = f"{self.ratio:.2f}× expected" if self.ratio is not None else "no number"
         more = "…" if self.count > len(self.tests) else ""
+        glitches = f", {self.glitches} glitch(es) that did not reproduce" if self.glitches else ""
         return (
-            f"{r}; {self.count} test(s), {self.failing} not passing, worst status {self.status}; "
-            f"tests {', '.join(self.tests)}{more}"
+            f"{r}; {self.count} test(s), {self.failing} not passing{glitches}, worst status "
+            f"{self.status}; tests {', '.join(self.tests)}{more}"
         )
 
 
@@ -76,7 +90,8 @@ def _obs_pairs(obs: Observation) -> set[tuple[str, str]]:
 def _legend(svg: Svg, x: float, y: float) -> None:
     items = [("≥0.95×", ratio_colour(1.0)), ("0.8×", ratio_colour(0.8)),
              ("≤0.5×", ratio_colour(0.5)), ("hang", STATUS_COLOURS[HANG]),
-             ("unreachable", STATUS_COLOURS[UNREACHABLE]), ("no test", NO_DATA)]  # fmt: skip
+             ("unreachable", STATUS_COLOURS[UNREACHABLE]), ("glitch only", GLITCH),
+             ("no test", NO_DATA)]  # fmt: skip
     for label, colour in items:
         svg.add("rect", x=x, y=y, width=12, height=12, rx=2, fill=colour, stroke="#cbd2dc")
         svg.add("text", label, x=x + 16, y=y + 10, font_size=10, style=_FONT, fill="#333")
@@ -104,19 +119,21 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
         index = {n: i for i, g in enumerate(groups) for n in g.nodes}
         caption = f"aggregated: {len(groups)} leaf groups × {len(groups)} (worst pair per block)"
     cells: dict[tuple[int, int], Cell] = {}
+    glitches = glitch_ids(result)
     for obs in result.observations:
         r = obs_ratio(obs)
+        g = obs.test.test_id in glitches
         for a, b in _obs_pairs(obs):
             if a not in index or b not in index:
                 continue
             i, j = index[a], index[b]
             for key in {(i, j), (j, i)}:
-                cells.setdefault(key, Cell()).add(r, obs.status, obs.test.test_id)
+                cells.setdefault(key, Cell()).add(r, obs.status, obs.test.test_id, glitch=g)
     n = len(labels)
     cell = max(8.0, min(34.0, 1000.0 / max(n, 1)))
     label_w = min(190.0, 7.0 * max((len(s) for s in labels), default=4) + 10)
     left, top = label_w, label_w * 0.75 + 10
-    width = left + n * cell + 20
+    width = left + n * cell + label_w * 0.7
     height = top + n * cell + 40
     svg = Svg(max(width, 520), height, f"pair heatmap ({caption})", "fig heat")
     fs = _fs(n, cell)
@@ -157,11 +174,18 @@ def _label_state(view: RunView, label: str, i: int, is_node: bool) -> str:
 def nic_cells(result: RunResult) -> dict[str, Cell]:
     """Per NIC endpoint: the best ratio of the tests whose flows use it."""
     out: dict[str, Cell] = {}
+    glitches = glitch_ids(result)
     for obs in result.observations:
         r = obs_ratio(obs)
-        for nic in obs.test.nics:
-            out.setdefault(nic, Cell()).add(r, obs.status, obs.test.test_id, best=True)
+        g = obs.test.test_id in glitches
+        for nic in {e for f in obs.test.flows for e in (f.src, f.dst)}:
+            out.setdefault(nic, Cell()).add(r, obs.status, obs.test.test_id, best=True, glitch=g)
     return out
+
+
+def glitch_ids(result: RunResult) -> set[str]:
+    """Test ids the run judged transient (``extra["glitches"]``, set by the orchestrator)."""
+    return {str(t) for t in result.extra.get("glitches") or ()}
 
 
 def render_rail_heatmap(
@@ -202,6 +226,7 @@ def render_rail_heatmap(
         tgt = agg.setdefault(k, Cell())
         tgt.count += c.count
         tgt.failing += c.failing
+        tgt.glitches += c.glitches
         tgt.tests = (tgt.tests + c.tests)[:6]
         if c.ratio is not None:
             tgt.ratio = c.ratio if tgt.ratio is None else min(tgt.ratio, c.ratio)

@@ -29,6 +29,7 @@ from fabriccheck.report.view import (
     RunView,
     build_view,
     compact,
+    link_names,
     natural_key,
     obs_ratio,
 )
@@ -139,12 +140,11 @@ def _verdict_rows(result: RunResult, view: RunView) -> tuple[list[dict[str, Any]
     for nic, st in view.nic_state.items():
         if st != HEALTHY and ("nic", nic) not in seen:
             rows.append(Verdict("nic", nic, st, view.node_reason.get(nic_node(nic), "")))
+    covered = {v.link for v in rows if v.kind == "link" and v.link is not None}
+    covered |= {k for v in rows if v.kind == "link" for k in link_names(v.name)}
     for key, st in view.link_state.items():
-        name = f"{key[0]} -- {key[1]}"
-        if st != HEALTHY and ("link", name) not in seen and not any(
-            v.link == key for v in rows if v.kind == "link"
-        ):
-            rows.append(Verdict("link", name, st, "", link=key))
+        if st != HEALTHY and key not in covered:
+            rows.append(Verdict("link", f"{key[0]} -- {key[1]}", st, "", link=key))
     out = []
     for v in rows:
         state = HUNG if v.kind == "node" and view.node_state.get(v.name) == HUNG else v.state
@@ -205,7 +205,10 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
     view = build_view(result, topology)
     fabric = topology.fabric if topology is not None else str(result.extra.get("fabric", ""))
     head = headline(result, view)
-    steps = next_steps(result, view, fabric)
+    topo_ref = str(result.extra.get("topology") or "")
+    if not topo_ref and topology is not None and not topology.source.startswith("<"):
+        topo_ref = topology.source
+    steps = next_steps(result, view, fabric, topo_ref)
     pair_svg, pair_caption = render_pair_matrix(result, view)
     rail = render_rail_heatmap(result, view, topology)
     history = result.extra.get("history") or {}
@@ -253,10 +256,12 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
         topo_name=topology.name if topology is not None else result.extra.get("topology", ""),
         fabric=fabric,
         run_id=result.extra.get("run_id", ""),
+        sim_note=str(result.extra.get("faults") or ""),
         started=started,
         headline=head,
         stats=_stats(result, view),
-        steps=steps,
+        steps=[s for s in steps if s.level != "info"],
+        notes=[s for s in steps if s.level == "info"],
         topology_svg=render_topology(view, topology),
         topo_caption=topo_caption,
         pair_svg=pair_svg,

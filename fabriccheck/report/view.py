@@ -189,11 +189,23 @@ def build_view(result: RunResult, topology: Topology | None) -> RunView:
 
 
 def _parse_link(name: str) -> LinkKey | None:
-    for sep in (" -- ", " <-> ", "--", ","):
-        if sep in name:
-            a, b = (p.strip() for p in name.split(sep, 1))
-            return link_key(a, b)
-    return None
+    """``"a -- b"`` → ``(a, b)``; None for anything else (e.g. a set ``"a -- b | c -- d"``)."""
+    keys = link_names(name)
+    return keys[0] if len(keys) == 1 and "|" not in name else None
+
+
+def link_names(text: str) -> list[LinkKey]:
+    """Every ``a -- b`` link written in ``text`` (pieces separated by ``|``).
+
+    >>> link_names("leaf-0-2 -- spine-0 | leaf-0-2 -- spine-1 | ... (16 links)")
+    [('leaf-0-2', 'spine-0'), ('leaf-0-2', 'spine-1')]
+    """
+    out = []
+    for piece in text.split("|"):
+        parts = [p.strip() for p in piece.split(" -- ")]
+        if len(parts) == 2 and all(p and " " not in p for p in parts):
+            out.append(link_key(*parts))
+    return out
 
 
 def node_groups(nodes: list[str], topology: Topology | None) -> list[Group]:
@@ -215,11 +227,43 @@ def node_groups(nodes: list[str], topology: Topology | None) -> list[Group]:
                 continue
         loose.append(n)
     groups = [Group(compact(lv, 40), tuple(members), lv) for lv, members in by_key.items()]
+    if topology is not None:
+        groups = _by_pod(groups, topology)
     for i in range(0, len(loose), DEFAULT_GROUP_SIZE):
         chunk = loose[i : i + DEFAULT_GROUP_SIZE]
         groups.append(Group(compact(chunk, 40), tuple(chunk)))
     groups.sort(key=lambda g: natural_key(g.nodes[0]))
     return groups
+
+
+#: leaf groups are merged into pods when there are more than this many and they are small
+POD_MERGE_GROUPS, POD_MERGE_MEAN_NODES = 64, 8
+
+
+def _by_pod(groups: list[Group], topology: Topology) -> list[Group]:
+    """Many small leaf groups (a 3-tier fat-tree) → one group per pod: leaves sharing spines."""
+    if len(groups) <= POD_MERGE_GROUPS:
+        return groups
+    if sum(len(g.nodes) for g in groups) / len(groups) >= POD_MERGE_MEAN_NODES:
+        return groups
+    adj: dict[str, set[str]] = {}
+    for a, b in topology.links:
+        if a in topology.switches and b in topology.switches:
+            adj.setdefault(a, set()).add(b)
+            adj.setdefault(b, set()).add(a)
+    pods: dict[frozenset[str], list[Group]] = {}
+    for g in groups:
+        up = frozenset(s for lf in g.leaves for s in adj.get(lf, ()) if topology.switches[s].tier
+                       != "leaf")  # fmt: skip
+        pods.setdefault(up, []).append(g)
+    if not 1 < len(pods) <= len(groups) // 2:
+        return groups
+    out = []
+    for members in pods.values():
+        leaves = tuple(lf for g in members for lf in g.leaves)
+        nodes = tuple(n for g in members for n in g.nodes)
+        out.append(Group(compact(leaves, 40), nodes, leaves))
+    return out
 
 
 def merge_groups(groups: list[Group], max_count: int) -> list[Group]:
