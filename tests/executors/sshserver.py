@@ -143,6 +143,11 @@ class FakeHost:
     def stop(self) -> None:
         """Refuse new connections and drop open ones (the host becomes unreachable)."""
         self._stop = True
+        self.refuse = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked accept(); close() alone won't
+        except OSError:
+            pass
         self._sock.close()
         for t in self._transports:
             t.close()

@@ -178,7 +178,7 @@ def test_unreachable_host_is_a_result_and_the_round_goes_on(tmp_path: Path) -> N
     with SSHExecutor(c.inventory_path) as ex:
         ok, down = run_tests(ex.runner, tests, lambda t, i: one_step(t.nodes[0], "echo", t.test_id))
     assert ok.stdout == "ok\n" and ok.exit_code == 0 and not ok.unreachable
-    assert down.unreachable == ("z",) and down.exit_code is None
+    assert down.unreachable == ("z",) and down.exit_code is None, down
     assert "refused" in down.error or "unreachable" in down.error
     c.stop()
 
