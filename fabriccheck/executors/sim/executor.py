@@ -100,6 +100,7 @@ class SimExecutor:
         self._flap: set[int] = set()  # hop ids on flapping links
         self._ips: dict[str, str] = {}
         self._node_idx = {n: i for i, n in enumerate(sorted(topology.nodes))}
+        self._rails = max(1, topology.rails)  # a property that scans every node: read once
         sku_text = (sku or (spec.sku if spec else "") or "h100").lower()
         key = next((k for k in GPU_NAMES if k in sku_text), "h100")
         self.gpu_name = GPU_NAMES[key]
@@ -135,7 +136,7 @@ class SimExecutor:
 
     def nic_lid(self, endpoint: str) -> int:
         i = self._node_idx.get(nic_node(endpoint), 0)
-        return (i * max(1, self.topology.rails) + self.nic_rail(endpoint)) % 0xBFFE + 1
+        return (i * self._rails + self.nic_rail(endpoint)) % 0xBFFE + 1
 
     # ---- executor contract -------------------------------------------------------------------
     def run_round(self, tests: Sequence[Test]) -> list[RawResult]:
