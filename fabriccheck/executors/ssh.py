@@ -225,14 +225,25 @@ class SSHHostRunner:
             return client
 
     def _open(self, host: str, command: str) -> Any:
+        """Open a channel and exec ``command``; a host that does not answer within the connect
+        timeout has its connection closed (paramiko's exec_command would wait forever)."""
         client = self.client(host)
+        transport = client.get_transport()
+        limit_s = self.inventory.connect_timeout_s
+        watchdog = threading.Timer(limit_s, transport.close)
+        watchdog.daemon = True
+        watchdog.start()
         try:
-            transport = client.get_transport()
-            chan = transport.open_session(timeout=self.inventory.connect_timeout_s)
+            chan = transport.open_session(timeout=limit_s)
             chan.exec_command(command)
             return chan
         except Exception as exc:  # mapped to fabriccheck errors at this boundary
+            if watchdog.finished.is_set():
+                raise ConnectError(f"no answer to a command request within {limit_s:g} s",
+                                   host=host) from exc
             raise map_ssh_error(exc, host, stage="command") from exc
+        finally:
+            watchdog.cancel()
 
     # ---- HostRunner ------------------------------------------------------------------------
     def start(self, step: HostCommand, tag: str) -> _Handle:

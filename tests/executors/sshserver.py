@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,9 @@ class _Iface(paramiko.ServerInterface):
         return paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED
 
     def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
+        deadline = time.monotonic() + 30
+        while self.host.freeze and time.monotonic() < deadline:
+            time.sleep(0.05)
         threading.Thread(target=self.host._exec, args=(channel, command.decode()),
                          daemon=True).start()
         return True
@@ -72,6 +76,8 @@ class FakeHost:
     hang_bin: Path | None = None
     #: when set, connections are accepted and dropped at once (an sshd that is not there)
     refuse: bool = False
+    #: when set, exec requests are never answered (a wedged sshd) until cleared
+    freeze: bool = False
 
     def __post_init__(self) -> None:
         self.host_key = new_key(self.key_dir / f"hostkey-{self.name}")

@@ -248,3 +248,18 @@ def test_every_paramiko_exception_is_mapped() -> None:
 )
 def test_socket_and_stage_mappings(exc: BaseException, stage: str, expected: type) -> None:
     assert type(map_ssh_error(exc, "h", stage=stage)) is expected
+
+
+def test_a_wedged_host_cannot_block_a_test_past_its_limits(tmp_path: Path) -> None:
+    c = make_cluster(tmp_path / "w", ["w"], connect_timeout_s=1)
+    runner = SSHHostRunner(load_inventory(c.inventory_path))
+    assert runner.run("w", ["true"]).exit_code == 0  # connected
+    c.hosts["w"].freeze = True  # the connection is up, but commands get no answer
+    t0 = time.monotonic()
+    raw = run_launch(runner, "t", one_step("w", "true"), timeout_s=30)
+    assert time.monotonic() - t0 < 5
+    assert raw.unreachable == ("w",) and "no answer" in raw.error
+    c.hosts["w"].freeze = False
+    assert runner.run("w", ["true"]).exit_code == 0  # reconnects once the host answers again
+    runner.close()
+    c.stop()
