@@ -183,3 +183,37 @@ def test_cli_up_json_status_and_down(tmp_path) -> None:
     st = subprocess.run([*cli, "lab", "status", "--name", name, "--json"],
                         capture_output=True, text=True, timeout=60)
     assert json.loads(st.stdout)["up"] is False
+
+
+def test_lab8_rails_are_separate_interfaces(tmp_path) -> None:
+    """A degraded eth1 slows rail-1 traffic only: each rail's IP answers on its own NIC."""
+    reason = lab_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import json
+
+    from fabriccheck import lab
+    from fabriccheck.faults import FaultSet
+
+    name = f"e{os.getpid() % 100000}"
+    faults = FaultSet.from_dict({"faults": [
+        {"kind": "nic_degraded", "nic": "host1/eth1", "factor": 0.25}]})
+    info = lab.up("lab-8", name=name, faults=faults, directory=tmp_path / "lab")
+    try:
+        def pair(tid: str, src: str, dst: str, nic: str) -> Test:
+            return Test(tid, "iperf3", (src, dst), (Flow(f"{src}/{nic}", f"{dst}/{nic}"),),
+                        timeout_s=20, params={"duration_s": 2})
+
+        with SSHExecutor(info.inventory) as ex:
+            results = ex.run_round([pair("r1", "host1", "host2", "eth1"),
+                                    pair("r0", "host3", "host4", "eth0")])
+            results += ex.run_round([pair("h1r0", "host1", "host2", "eth0"),
+                                     pair("in", "host5", "host1", "eth1")])
+        gbps = {}
+        for r in results:
+            assert r.exit_code == 0, r.error
+            gbps[r.test_id] = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
+        assert gbps["r1"] < 0.35 and gbps["in"] < 0.35  # both directions of host1/eth1
+        assert gbps["r0"] > 0.8 and gbps["h1r0"] > 0.8  # host1's other rail is healthy
+    finally:
+        lab.down(name)
