@@ -323,7 +323,8 @@ class SSHExecutor:
             inventory = load_inventory(inventory)
         self.inventory = inventory
         self.max_parallel = max_parallel
-        self.options = options or CommandOptions(python=inventory.python, env=dict(inventory.env))
+        self.options = options or CommandOptions(python=inventory.python, env=dict(inventory.env),
+                                                 **inventory.probe_options)
         self.port_base = port_base
         self.runner = SSHHostRunner(inventory, kill_timeout_s=kill_timeout_s)
         self._nic_ips = inventory.nic_ips()

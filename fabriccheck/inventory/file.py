@@ -11,6 +11,10 @@ The format (YAML; documented in docs/ssh.md and docs/lab.md)::
       connect_timeout_s: 5
     python: python3                  # interpreter on the hosts (allreduce-cpu), default python3
     env: {NCCL_DEBUG: WARN}          # extra environment for every probe command (optional)
+    probes:                          # probe command settings (probes.commands.CommandOptions)
+      nccl_tests_dir: /opt/nccl-tests/build
+      launcher: mpirun               # or srun (inside a Slurm allocation)
+      gid_index: 3                   # RoCE v2 (perftest -x, NCCL_IB_GID_INDEX); omit on IB
     hosts:
       node-000:
         address: 10.220.0.1          # where SSH connects (management network)
@@ -69,6 +73,8 @@ class Inventory:
     connect_timeout_s: float = 5.0
     python: str = "python3"
     env: Mapping[str, str] = field(default_factory=dict)
+    #: CommandOptions fields from the file's ``probes:`` section
+    probe_options: Mapping[str, Any] = field(default_factory=dict)
     name: str = ""
     source: str = ""
 
@@ -124,6 +130,24 @@ def _nics(raw: Any, source: str, where: str) -> tuple[NicAddress, ...]:
     return tuple(out)
 
 
+def _probe_options(raw: Any, source: str) -> dict[str, Any]:
+    from dataclasses import fields
+
+    from fabriccheck.probes.commands import CommandOptions
+
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("expected a mapping of probe settings", source=source, field="probes")
+    allowed = {f.name for f in fields(CommandOptions)} - {"python", "env"}
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(f"unknown probe setting {key!r}", source=source,
+                              field=f"probes.{key}",
+                              hint=f"use one of {', '.join(sorted(allowed))}")
+    return dict(raw)
+
+
 def _path(value: Any, base: Path) -> Path | None:
     if value in (None, ""):
         return None
@@ -168,6 +192,7 @@ def inventory_from_dict(
     env = data.get("env") or {}
     if not isinstance(env, Mapping):
         raise ConfigError("expected a mapping NAME -> value", source=source, field="env")
+    probe_options = _probe_options(data.get("probes"), source)
     try:
         timeout_s = float(ssh.get("connect_timeout_s", 5.0))
     except (TypeError, ValueError):
@@ -180,6 +205,7 @@ def inventory_from_dict(
         connect_timeout_s=timeout_s,
         python=str(data.get("python", "python3")),
         env={str(k): str(v) for k, v in env.items()},
+        probe_options=probe_options,
         name=str(data.get("name", "")),
         source=source,
     )
@@ -225,6 +251,8 @@ def inventory_to_dict(inv: Inventory) -> dict[str, Any]:
     out: dict[str, Any] = {"name": inv.name, "ssh": ssh, "python": inv.python}
     if inv.env:
         out["env"] = dict(inv.env)
+    if inv.probe_options:
+        out["probes"] = dict(inv.probe_options)
     out["hosts"] = {
         h.name: {
             "address": h.address,

@@ -15,6 +15,7 @@ name: lab-4
 ssh: {user: root, port: 2222, key: keys/id_ed25519, known_hosts: /etc/kh, connect_timeout_s: 2}
 python: /opt/venv/bin/python
 env: {NCCL_DEBUG: INFO}
+probes: {gid_index: 3, nccl_tests_dir: /opt/nccl-tests/build}
 hosts:
   host1:
     address: 10.220.0.2
@@ -35,6 +36,7 @@ def test_load_resolves_paths_and_defaults(tmp_path: Path) -> None:
     assert inv.known_hosts_path == Path("/etc/kh")
     assert inv.connect_timeout_s == 2 and inv.python == "/opt/venv/bin/python"
     assert inv.env == {"NCCL_DEBUG": "INFO"}
+    assert inv.probe_options == {"gid_index": 3, "nccl_tests_dir": "/opt/nccl-tests/build"}
     h1, h2 = inv.host("host1"), inv.host("host2")
     assert (h1.port, h1.user) == (2222, "root")  # ssh defaults apply
     assert (h2.port, h2.user) == (22, "admin")  # per-host overrides win
@@ -51,6 +53,23 @@ def test_round_trip(tmp_path: Path) -> None:
     again = inventory_from_dict(yaml.safe_load(yaml.safe_dump(inventory_to_dict(inv))),
                                 base=tmp_path)
     assert again.hosts == inv.hosts and again.key_path == inv.key_path
+    assert again.probe_options == inv.probe_options
+
+
+def test_probe_settings_reach_the_commands(tmp_path: Path) -> None:
+    from fabriccheck.executors.ssh import SSHExecutor
+    from fabriccheck.models import Flow, Test
+
+    f = tmp_path / "inv.yaml"
+    f.write_text(GOOD.replace("eth0: {ip: 192.168.100.1, rail: 0}", "mlx5_0: {ip: 10.9.0.1}")
+                 .replace("eth0: 192.168.100.2", "mlx5_0: 10.9.0.2"))
+    ex = SSHExecutor(f)
+    t = Test("t", "ib_write_bw", ("host1", "host2"), (Flow("host1/mlx5_0", "host2/mlx5_0"),))
+    server, client = ex.launch_for(t, 3).steps
+    assert client.argv[client.argv.index("-x") + 1] == "3"  # gid_index from probes:
+    assert server.wait_port == ex.port_base + 3
+    assert client.env == {"NCCL_DEBUG": "INFO"}  # env: from the inventory
+    ex.close()
 
 
 @pytest.mark.parametrize(
@@ -62,6 +81,7 @@ def test_round_trip(tmp_path: Path) -> None:
         ("hosts: {h: {address: 1.2.3.4, nics: [eth0]}}", "hosts.h.nics"),
         ("hosts: {h: {address: 1.2.3.4, nics: {eth0: {rail: 0}}}}", "hosts.h.nics.eth0.ip"),
         ("ssh: [1]\nhosts: {h: 1.2.3.4}", "ssh"),
+        ("probes: {gpu: 1}\nhosts: {h: 1.2.3.4}", "probes.gpu"),
         ("[1, 2]", None),
         ("hosts: [", None),
     ],
