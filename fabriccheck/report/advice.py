@@ -17,6 +17,8 @@ from fabriccheck.report.view import HUNG, UNREACHABLE, RunView, compact, natural
 
 #: at most this many per-node commands before they are merged into one hostlist command
 PER_NODE_LIMIT = 12
+#: more bad links than this are one step (a list) instead of one step each
+LINK_STEPS_MAX = 3
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,13 @@ def _nic_checks(nic: str, fabric: str) -> tuple[str, ...]:
         f"ssh {q(node)} ip -s link show {q(dev)}",
         f"ssh {q(node)} ethtool -S {q(dev)}",
     )
+
+
+def _link_checks_many(ends: list[str], fabric: str) -> tuple[str, ...]:
+    if fabric == "infiniband":
+        pattern = " ".join(f"-e {shlex.quote(e)}" for e in ends[:30])
+        return (f"iblinkinfo | grep -F {pattern}", "ibdiagnet --pc   # port error counters")
+    return ("# switch CLI: show interface counters / optics on these ports",)
 
 
 def _link_checks(a: str, b: str, fabric: str) -> tuple[str, ...]:
@@ -227,7 +236,21 @@ def next_steps(
                 (n,),
             )
         )
-    for a, b in sorted(result.bad_links):
+    links = sorted(link_key(*lk) for lk in result.bad_links)
+    if len(links) > LINK_STEPS_MAX:
+        listed = ", ".join(f"{a} ↔ {b}" for a, b in links[:40])
+        more = f" … and {len(links) - 40} more (verdict table)" if len(links) > 40 else ""
+        ends = sorted({e for lk in links for e in lk}, key=natural_key)
+        steps.append(Step(
+            BAD, f"Repair {len(links)} links: reseat or replace their cables/optics",
+            f"{listed}{more}. Localized from the routes of failing and passing tests; no node "
+            "is drained for them. Many bad links at once can also mean a bad spine or noise: "
+            "check the switch first.",
+            _link_checks_many(ends, fabric),
+            tuple(f"{a} -- {b}" for a, b in links),
+        ))  # fmt: skip
+        links = []
+    for a, b in links:
         steps.append(
             Step(
                 BAD,

@@ -117,7 +117,8 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
         groups = merge_groups(view.groups, MATRIX_MAX_GROUPS)
         labels = [g.label for g in groups]
         index = {n: i for i, g in enumerate(groups) for n in g.nodes}
-        caption = f"aggregated: {len(groups)} leaf groups × {len(groups)} (worst pair per block)"
+        caption = (f"aggregated: {len(groups)} leaf groups × {len(groups)}: worst pair per block, "
+                   "paler when few of its tests failed")  # fmt: skip
     cells: dict[tuple[int, int], Cell] = {}
     glitches = glitch_ids(result)
     for obs in result.observations:
@@ -155,10 +156,15 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
     svg.close("defs")
     svg.add("rect", title="not tested together", x=left, y=top, width=n * cell, height=n * cell,
             fill="url(#fc-nodata)")  # fmt: skip
+    blocks = labels is not nodes
     for (i, j), c in sorted(cells.items()):
+        # blocks: a block where only a few of many tests failed is drawn paler
+        share = c.failing / max(c.count - c.glitches, 1)
+        opacity = round(0.35 + 0.65 * share, 2) if blocks and c.failing else None
         svg.add(
             "rect", title=f"{labels[i]} ↔ {labels[j]}: {c.describe()}", x=left + j * cell,
             y=top + i * cell, width=cell - 1, height=cell - 1, fill=c.colour,
+            fill_opacity=opacity,
         )  # fmt: skip
     _legend(svg, 10, height - 22)
     return svg.markup(), caption

@@ -267,6 +267,7 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
         pair_svg=pair_svg,
         pair_caption=pair_caption,
         pair_wide=len(view.run_nodes) > 24,
+        rail_wide=len(view.run_nodes) > 64,
         rail_svg=rail[0] if rail else None,
         rail_caption=rail[1] if rail else "",
         blamed=blamed,

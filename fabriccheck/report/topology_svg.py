@@ -22,6 +22,8 @@ _LINK_STYLE = {
 }
 _NIC_FILL = {BAD: STATE_COLOURS[BAD], SUSPECT: STATE_COLOURS[SUSPECT]}
 _FONT = "font-family:system-ui,sans-serif"
+#: above this many bad/suspect links the aggregated picture draws them thin
+_BOLD_LINES_MAX = 6
 #: a leaf-group box names at most this many of its unhealthy nodes
 _NAMES_PER_BOX = 3
 
@@ -232,10 +234,13 @@ def _aggregated(view: RunView, topo: Topology) -> Markup:
     node_pos: dict[str, tuple[float, float]] = {}
     for gi, g, bx, by, w, h, cols in boxes:
         bad = sum(1 for n in g.nodes if view.node_state[n] not in (HEALTHY, "untested"))
+        leaf_st = {sw_state.get(lf) for lf in g.leaves}
+        edge = (STATE_COLOURS[BAD] if bad or BAD in leaf_st
+                else STATE_COLOURS[SUSPECT] if SUSPECT in leaf_st else "#cbd2dc")  # fmt: skip
         svg.open_group(title=f"{g.label}: {len(g.nodes)} nodes, {bad} not healthy", data_group=gi)
         svg.add(
             "rect", x=bx, y=by, width=w, height=h, rx=4, fill="#fff",
-            stroke="#d7263d" if bad else "#cbd2dc", stroke_width=1.6 if bad else 1,
+            stroke=edge, stroke_width=1 if edge == "#cbd2dc" else 1.6,
         )  # fmt: skip
         svg.add(
             "text", g.label, x=bx + 5, y=by + 12, font_size=_fit_font(g.label, w - 8, 9),
@@ -283,16 +288,17 @@ def _aggregated(view: RunView, topo: Topology) -> Markup:
             width=cell, height=cell, rx=1.5, fill=STATE_COLOURS[st] if st != HEALTHY else "#4a5568",
             data_switch=s,
         )  # fmt: skip
-    for key, st in sorted(view.link_state.items()):
-        if st not in _LINK_STYLE:
-            continue
+    marked = [(k, st) for k, st in sorted(view.link_state.items()) if st in _LINK_STYLE]
+    many = len(marked) > _BOLD_LINES_MAX  # many lines: thin and see-through, the cells speak
+    for key, st in marked:
         ends = [centres.get(e) or _nic_centre(e, topo, node_pos) for e in key]
         if None in ends:
             continue
         (x1, y1), (x2, y2) = ends  # type: ignore[misc]
+        style = {**_LINK_STYLE[st], **({"stroke_width": 1.3} if many else {})}
         svg.add(
             "line", title=f"link {key[0]} ↔ {key[1]}: {st}", x1=x1, y1=y1, x2=x2, y2=y2,
-            stroke_opacity=0.9, data_link=f"{key[0]} -- {key[1]}", **_LINK_STYLE[st],
+            stroke_opacity=0.45 if many else 0.9, data_link=f"{key[0]} -- {key[1]}", **style,
         )  # fmt: skip
     _state_legend(svg, height - 22)
     return svg.markup()
