@@ -1,0 +1,424 @@
+"""The Ray executor: run a round of tests on the nodes of an existing Ray cluster.
+
+How a round runs (``RayExecutor.run_round``):
+
+1. read the cluster's live nodes and map each fabriccheck host to its Ray node
+   (:mod:`fabriccheck.inventory.ray` naming rules; an inventory address or IP also matches);
+2. **reserve** every test's group with a placement group: ``STRICT_SPREAD``, one bundle per node,
+   each bundle pinned to its node by the ``ray.io/node-id`` label and holding the node's whole
+   ``reserve_resources`` (default: the idle resource and ``GPU``), so no other Ray work that needs
+   them lands there meanwhile; a group not reserved within ``reserve_timeout_s`` (someone holds
+   part of a node) is reported, not run;
+3. run each test's :class:`~fabriccheck.probes.launch.ProbeLaunch` through
+   :func:`~fabriccheck.executors.launch_runner.run_tests` with :class:`RayHostRunner`: one
+   :class:`~fabriccheck.executors.ray_agent.HostAgent` actor per node (0 CPU, hard node affinity)
+   starts each command in its own session, waits with a timeout, kills its process group;
+4. always (``finally``) remove the round's placement groups; ``close()`` removes any left and
+   kills every agent. Placement groups also die with the driver if it is killed.
+
+Ray errors are mapped in :func:`fabriccheck.executors.ray_session.map_ray_error`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from fabriccheck.errors import ConfigError, ConnectError, ExecutorError, TaskTimeout
+from fabriccheck.executors.launch_runner import StepOutput, run_tests
+from fabriccheck.executors.ray_session import connect, disconnect, map_ray_error, ray_get
+from fabriccheck.inventory.ray import IDLE_RESOURCE, RayNode, cluster_state, nodes_from_state
+from fabriccheck.models import RawResult, Test, nic_node
+from fabriccheck.probes.launch import HostCommand, ProbeLaunch
+
+#: makes the launch for one test: (test, nic endpoint -> ip, port) -> ProbeLaunch
+LaunchBuilder = Callable[[Test, Mapping[str, str], int], ProbeLaunch]
+#: Ray's built-in per-node label (bundle_label_selector pins a bundle to exactly that node)
+NODE_ID_LABEL = "ray.io/node-id"
+_PG_COUNTER = itertools.count()
+
+
+def _default_builder(options: Any = None) -> LaunchBuilder:
+    from fabriccheck.probes.commands import build_launch
+
+    def build(test: Test, nic_ips: Mapping[str, str], port: int) -> ProbeLaunch:
+        return build_launch(test, nic_ips, port=port, options=options)
+
+    return build
+
+
+def _reach(ref: Any, timeout_s: float, host: str, what: str) -> Any:
+    """``ray_get`` on an agent call; an agent that does not answer in time is unreachable."""
+    try:
+        return ray_get(ref, timeout_s, host=host, what=what)
+    except TaskTimeout as exc:
+        raise ConnectError(f"{exc.message} (the fabriccheck agent did not answer)",
+                           hint=exc.hint) from exc
+
+
+@dataclass(frozen=True)
+class _Handle:
+    host: str
+    agent: Any
+    ref: int
+
+
+class RayHostRunner:
+    """:class:`~fabriccheck.executors.launch_runner.HostRunner` over per-node agent actors."""
+
+    def __init__(self, executor: RayExecutor) -> None:
+        self._ex = executor
+
+    def start(self, step: HostCommand, tag: str) -> _Handle:
+        agent = self._ex.agent(step.host)
+        ref = _reach(agent.start.remote(list(step.argv), dict(step.env), self._ex.guard_s),
+                     self._ex.rpc_timeout_s, step.host, f"start {step.argv[0]} ({tag})")
+        return _Handle(step.host, agent, int(ref))
+
+    def wait(self, handle: _Handle, timeout_s: float) -> StepOutput:
+        out = _reach(handle.agent.wait.remote(handle.ref, timeout_s),
+                     timeout_s + self._ex.rpc_timeout_s, handle.host, "wait")
+        return StepOutput(out["stdout"], out["stderr"], out["exit_code"], out["finished"])
+
+    def kill(self, handle: _Handle) -> StepOutput:
+        out = _reach(handle.agent.kill.remote(handle.ref), self._ex.rpc_timeout_s + 10.0,
+                     handle.host, "kill")
+        handle.agent.forget.remote(handle.ref)
+        if out.get("leftover"):
+            self._ex.leftovers.append(f"{handle.host}: {out['leftover']} process(es) survived kill")
+        return StepOutput(out["stdout"], out["stderr"], out["exit_code"], True)
+
+
+class RayExecutor:
+    """Runs rounds of tests on a Ray cluster (see the module docstring).
+
+    Parameters
+    ----------
+    address : str, optional
+        The cluster's GCS ``host:port`` (``--ray-address``); ``None`` = ``RAY_ADDRESS`` or ``auto``.
+    inventory : Inventory, optional
+        Host addresses and NIC IPs (:mod:`fabriccheck.inventory.file`); without one, every NIC of
+        a host resolves to its Ray node's IP.
+    launch_builder : callable, optional
+        ``(test, nic_ips, port) -> ProbeLaunch``; default
+        :func:`fabriccheck.probes.commands.build_launch`.
+    reserve_resources : tuple of str, optional
+        Resources a group's placement group takes whole (the node's total) on each node;
+        default ``(idle_resource, "GPU")``.
+    idle_resource : str
+        Resource whose being entirely free makes a node idle (``GPU``; ``CPU`` on CPU-only nodes).
+    init_timeout_s, reserve_timeout_s, rpc_timeout_s : float
+        Hard limits for ``ray.init``, for a group's reservation, and for one agent call.
+    node_ip_address : str, optional
+        This host's Ray node IP, when Ray cannot infer it.
+    base_port : int
+        First TCP port for probe servers; test ``i`` of a round uses ``base_port + i``.
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        inventory: Any = None,
+        *,
+        launch_builder: LaunchBuilder | None = None,
+        command_options: Any = None,
+        reserve_resources: tuple[str, ...] | None = None,
+        idle_resource: str = IDLE_RESOURCE,
+        init_timeout_s: float = 30.0,
+        reserve_timeout_s: float = 30.0,
+        rpc_timeout_s: float = 20.0,
+        node_ip_address: str | None = None,
+        base_port: int = 18515,
+        max_parallel: int = 64,
+    ) -> None:
+        self.address = address
+        self.inventory = inventory
+        self.build = launch_builder or _default_builder(command_options)
+        self.reserve_resources = tuple(dict.fromkeys(reserve_resources or (idle_resource, "GPU")))
+        self.idle_resource = idle_resource
+        self.reserve_timeout_s = reserve_timeout_s
+        self.rpc_timeout_s = rpc_timeout_s
+        self.base_port = base_port
+        self.max_parallel = max_parallel
+        self.guard_s = 600.0
+        self.leftovers: list[str] = []
+        self.reservations: dict[str, Any] = {}  # placement group name -> PlacementGroup
+        self._agents: dict[str, Any] = {}
+        self._agent_nodes: dict[str, str] = {}  # host -> node id its agent was placed on
+        self._ambiguous: dict[str, list[RayNode]] = {}
+        self._nodes: dict[str, RayNode] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._owns_connection = connect(address, timeout_s=init_timeout_s,
+                                        node_ip_address=node_ip_address)
+        self.refresh_nodes()
+
+    # -- nodes -------------------------------------------------------------------------------
+    def refresh_nodes(self) -> dict[str, RayNode]:
+        """Re-read the cluster and map hosts to live Ray nodes; returns host -> node."""
+        raw, available = cluster_state()
+        nodes = nodes_from_state(raw, available, idle_resource=self.idle_resource)
+        by_name: dict[str, list[RayNode]] = {}
+        for node in nodes:
+            by_name.setdefault(node.name, []).append(node)
+        mapping = {name: group[0] for name, group in by_name.items() if len(group) == 1}
+        self._ambiguous = {name: group for name, group in by_name.items() if len(group) > 1}
+        if self.inventory is not None:  # an inventory address may name the node by IP/hostname
+            for host in self.inventory.hosts.values():
+                if host.name in mapping:
+                    continue
+                hits = [n for n in nodes if host.address in (n.ip, n.hostname)]
+                if len(hits) == 1:
+                    mapping[host.name] = hits[0]
+        ip_count: dict[str, int] = {}
+        for node in nodes:
+            ip_count[node.ip] = ip_count.get(node.ip, 0) + 1
+        for node in nodes:  # a host may also be named by its node's IP
+            if ip_count[node.ip] == 1:
+                mapping.setdefault(node.ip, node)
+        with self._lock:  # agents on nodes that died or were replaced are dropped
+            for host in list(self._agents):
+                if host not in mapping or mapping[host].node_id != self._agent_nodes.get(host):
+                    self._agents.pop(host)
+        self._nodes = mapping
+        return dict(mapping)
+
+    @property
+    def nodes(self) -> dict[str, RayNode]:
+        """Host name -> Ray node, as of the last refresh."""
+        return dict(self._nodes)
+
+    def node(self, host: str) -> RayNode:
+        """The Ray node standing for ``host`` (ConnectError if none, ConfigError if several)."""
+        if host in self._nodes:
+            return self._nodes[host]
+        if host in self._ambiguous:
+            ids = ", ".join(n.node_id[:8] for n in self._ambiguous[host])
+            raise ConfigError(f"host {host!r} matches several Ray nodes ({ids})",
+                              hint="give each raylet a fchost_<name> resource or label")
+        raise ConnectError("no live Ray node stands for this host", host=host,
+                           hint="start a raylet there, or label it fabriccheck/host=<name>")
+
+    def agent(self, host: str, timeout_s: float | None = None) -> Any:
+        """The agent actor on ``host``'s node (created and checked on first use).
+
+        Raises :class:`ConnectError` when the host has no live node or its agent does not come
+        up within ``timeout_s`` (default ``rpc_timeout_s + 10``).
+        """
+        with self._lock:
+            if host in self._agents:
+                return self._agents[host]
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from fabriccheck.executors.ray_agent import HostAgent
+
+        node = self.node(host)
+        actor_cls = ray.remote(HostAgent)
+        agent = actor_cls.options(
+            num_cpus=0, max_concurrency=64, max_restarts=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+        ).remote(host)
+        try:
+            ray_get(agent.info.remote(), timeout_s or self.rpc_timeout_s + 10.0, host=host,
+                    what="start the fabriccheck agent")
+        except ExecutorError as exc:
+            ray.kill(agent)
+            raise ConnectError(exc.message, host=None, hint=exc.hint) from exc
+        with self._lock:
+            if host in self._agents:  # another thread won the race
+                ray.kill(agent)
+            else:
+                self._agents[host] = agent
+                self._agent_nodes[host] = node.node_id
+            return self._agents[host]
+
+    def unresponsive(self, hosts: Sequence[str], timeout_s: float = 5.0) -> set[str]:
+        """Those of ``hosts`` whose agent cannot be reached (or created) within ``timeout_s``."""
+        hosts = list(dict.fromkeys(hosts))
+
+        def ping(host: str) -> bool:
+            try:
+                agent = self.agent(host, timeout_s)
+                ray_get(agent.info.remote(), timeout_s, host=host, what="ping")
+            except ExecutorError:
+                with self._lock:
+                    self._agents.pop(host, None)
+                return False
+            return True
+
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(hosts)))) as pool:
+            alive = list(pool.map(ping, hosts))
+        return {h for h, ok in zip(hosts, alive, strict=True) if not ok}
+
+    # -- reservations ------------------------------------------------------------------------
+    def _bundle(self, node: RayNode) -> dict[str, float]:
+        # totals, not what looks free now: the free view lags, and a node in use must not pass
+        bundle = {r: node.total(r) for r in self.reserve_resources if node.total(r) > 0}
+        bundle[f"node:{node.ip}"] = 0.001  # never empty; harmless marker of the node
+        return bundle
+
+    def reserve(self, tests: Sequence[Test]) -> dict[str, str]:
+        """Reserve each test's nodes; returns test_id -> problem for groups not reserved."""
+        import ray
+        from ray.util.placement_group import placement_group
+
+        problems: dict[str, str] = {}
+        pending: dict[str, Any] = {}
+        for test in tests:
+            hosts = list(dict.fromkeys(test.nodes))
+            try:
+                nodes = [self.node(h) for h in hosts]
+                name = f"fabriccheck-{next(_PG_COUNTER)}-{test.test_id}"
+                pg = placement_group(
+                    [self._bundle(n) for n in nodes], strategy="STRICT_SPREAD", name=name,
+                    bundle_label_selector=[{NODE_ID_LABEL: n.node_id} for n in nodes],
+                )
+            except ExecutorError as exc:
+                problems[test.test_id] = str(exc)
+                continue
+            except ConfigError:
+                raise
+            except Exception as exc:  # Ray boundary
+                raise map_ray_error(exc, what=f"reserve {test.test_id}") from exc
+            self.reservations[name] = pg
+            pending[test.test_id] = pg
+        if pending:
+            refs = {pg.ready(): tid for tid, pg in pending.items()}
+            try:
+                ready, _ = ray.wait(list(refs), num_returns=len(refs),
+                                    timeout=self.reserve_timeout_s)
+            except Exception as exc:  # Ray boundary
+                raise map_ray_error(exc, what="reserve nodes") from exc
+            done = {refs[r] for r in ready}
+            for tid in pending:
+                if tid not in done:
+                    problems[tid] = (f"could not reserve its nodes within "
+                                     f"{self.reserve_timeout_s:g} s (busy or gone)")
+        return problems
+
+    def release(self, names: Sequence[str] | None = None) -> None:
+        """Remove placement groups (all of ours by default); errors are mapped and raised last."""
+        from ray.util.placement_group import remove_placement_group
+
+        first: BaseException | None = None
+        for name in list(names if names is not None else self.reservations):
+            pg = self.reservations.pop(name, None)
+            if pg is None:
+                continue
+            try:
+                remove_placement_group(pg)
+            except Exception as exc:  # keep releasing the others
+                first = first or exc
+        if first is not None:
+            raise map_ray_error(first, what="release reservations") from first
+
+    # -- rounds ------------------------------------------------------------------------------
+    def _nic_ips(self, tests: Sequence[Test]) -> dict[str, str]:
+        ips = dict(self.inventory.nic_ips()) if self.inventory is not None else {}
+        for test in tests:
+            for endpoint in {e for f in test.flows for e in (f.src, f.dst)}:
+                if endpoint not in ips and nic_node(endpoint) in self._nodes:
+                    ips[endpoint] = self._nodes[nic_node(endpoint)].ip
+        return ips
+
+    def run_round(self, tests: Sequence[Test]) -> list[RawResult]:
+        """Reserve, run and release one round; one RawResult per test, in order."""
+        if self._closed:
+            raise ExecutorError("the Ray executor is closed")
+        if not tests:
+            return []
+        self.refresh_nodes()
+        self.guard_s = max(t.timeout_s for t in tests) + 30.0
+        nic_ips = self._nic_ips(tests)
+        launches = {t.test_id: self.build(t, nic_ips, self.base_port + i)
+                    for i, t in enumerate(tests)}
+        results: dict[str, RawResult] = {}
+        before = set(self.reservations)
+        try:
+            problems = self.reserve(tests)
+            if problems:  # a dead host blocks its group's reservation: find out who
+                blocked = [h for t in tests if t.test_id in problems for h in t.nodes]
+                dead = self.unresponsive([h for h in blocked if h in self._nodes])
+                dead |= {h for h in blocked if h not in self._nodes}
+            for test in tests:
+                if test.test_id in problems:
+                    results[test.test_id] = _not_run(test, launches[test.test_id],
+                                                     problems[test.test_id], dead)
+            runnable = [t for t in tests if t.test_id not in results]
+            ran = run_tests(RayHostRunner(self), runnable,
+                            lambda t, _i: launches[t.test_id], max_parallel=self.max_parallel)
+            results.update({r.test_id: r for r in ran})
+        except BaseException:
+            self._kill_everything()
+            raise
+        finally:
+            self.release([n for n in self.reservations if n not in before])
+        return [results[t.test_id] for t in tests]
+
+    def _kill_everything(self) -> None:
+        for host, agent in list(self._agents.items()):
+            try:
+                ray_get(agent.kill_all.remote(), self.rpc_timeout_s + 10.0, host=host)
+            except ExecutorError as exc:
+                self.leftovers.append(f"{host}: cleanup failed: {exc}")
+
+    def close(self) -> None:
+        """Release every reservation, stop every agent (killing what they run); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        import ray
+
+        try:
+            self.release()
+        finally:
+            for host, agent in list(self._agents.items()):
+                try:
+                    ray_get(agent.shutdown.remote(), self.rpc_timeout_s + 10.0, host=host)
+                except ExecutorError as exc:
+                    self.leftovers.append(f"{host}: shutdown failed: {exc}")
+                try:
+                    ray.kill(agent)
+                except Exception as exc:  # the actor may already be gone
+                    self.leftovers.append(f"{host}: {map_ray_error(exc)}")
+            self._agents.clear()
+            if self._owns_connection:
+                disconnect()
+
+    def __enter__(self) -> RayExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _not_run(test: Test, launch: ProbeLaunch, problem: str, dead: set[str]) -> RawResult:
+    missing = tuple(h for h in dict.fromkeys(test.nodes) if h in dead)
+    if missing:
+        problem = f"{problem}; not responding: {', '.join(missing)}"
+    return RawResult(
+        test_id=test.test_id, exit_code=None, unreachable=missing,
+        commands=launch.rendered, error=problem,
+    )
+
+
+def wait_reservations_gone(names: Sequence[str], timeout_s: float = 10.0) -> list[str]:
+    """Those of ``names`` whose placement group is still not REMOVED after ``timeout_s``."""
+    from ray.util.placement_group import placement_group_table
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        table = placement_group_table()
+        live = [v["name"] for v in table.values()
+                if v["name"] in names and v["state"] != "REMOVED"]
+        if not live or time.monotonic() > deadline:
+            return live
+        time.sleep(0.1)
