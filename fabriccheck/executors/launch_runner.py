@@ -26,7 +26,7 @@ from fabriccheck.models import RawResult, Test
 from fabriccheck.probes.launch import HostCommand, ProbeLaunch
 
 #: seconds one remote "is the port listening yet" check may loop before we look at the server
-PORT_POLL_CHUNK_S = 2.0
+PORT_POLL_CHUNK_S = 1.0
 
 
 @dataclass

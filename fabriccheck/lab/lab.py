@@ -219,6 +219,8 @@ def apply_faults(name: str, faults: str | Path | FaultSet | None) -> LabInfo:
             netns.sh(["ip", "-n", h.netns, "link", "set", nic.name, "down" if nic.down else "up"])
         if (h.sshd, h.hang) != (h_old.sshd, h_old.hang) or (h.sshd and h.name not in pids):
             sshd.stop_sshd(d, h)
+            # open sessions too: their sshd children keep the old PATH and would stay reachable
+            netns.kill_netns_processes(h.netns)
             pids.pop(h.name, None)
             if h.sshd:
                 pids[h.name] = sshd.start_sshd(d, h)

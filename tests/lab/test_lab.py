@@ -123,8 +123,9 @@ def test_hung_probe_is_killed_within_timeout_and_leaves_nothing(lab: Lab) -> Non
 
 
 def test_unreachable_host_is_reported_and_the_rest_completes(lab: Lab) -> None:
-    inject(lab, {"kind": "node_unreachable", "node": "host3"})
     with SSHExecutor(lab.inventory, port_base=29630) as ex:
+        assert ex.runner.run("host3", ["true"]).exit_code == 0  # a cached connection to host3
+        inject(lab, {"kind": "node_unreachable", "node": "host3"})  # ... dies with the host
         ok, down = ex.run_round([iperf3("ok", "host1", "host2"), iperf3("down", "host3", "host4")])
     assert ok.exit_code == 0 and not ok.unreachable
     assert down.unreachable == ("host3",) and down.exit_code is None and down.error
