@@ -137,12 +137,16 @@ def up(
     check_name(name)
     topo = load_topology(topology, require_tree=True)
     fault_set = _faults(faults)
+    d = Path(directory) if directory else default_dir(name)
+    if d.exists() and any(d.iterdir()) and not (d / "state.json").exists():
+        raise ConfigError(f"{d} exists and is not a lab directory", field="--dir",
+                          hint="give a new or empty directory")
+    plan_lab(topo, fault_set, name=name, rate_scale=rate_scale)  # bad faults: fail before down
     down(name)
     octets = set(range(256)) - netns.used_mgmt_octets()
     if not octets:
         raise ExecutorError("lab: no free management subnet 10.220.x.0/24")
     plan = plan_lab(topo, fault_set, name=name, mgmt_octet=min(octets), rate_scale=rate_scale)
-    d = Path(directory) if directory else default_dir(name)
     if d.exists():
         shutil.rmtree(d)
     d.mkdir(parents=True)

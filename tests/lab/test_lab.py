@@ -218,3 +218,25 @@ def test_lab8_rails_are_separate_interfaces(tmp_path) -> None:
         assert gbps["r0"] > 0.8 and gbps["h1r0"] > 0.8  # host1's other rail is healthy
     finally:
         lab.down(name)
+
+
+def test_up_refuses_bad_input_before_touching_anything(tmp_path) -> None:
+    reason = lab_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from fabriccheck import lab
+    from fabriccheck.errors import ConfigError
+    from fabriccheck.faults import FaultSet
+
+    precious = tmp_path / "notes.txt"
+    precious.write_text("keep me")
+    with pytest.raises(ConfigError, match="not a lab directory"):
+        lab.up("lab-4", name="x1", directory=tmp_path)
+    assert precious.read_text() == "keep me"
+    flap = FaultSet.from_dict({"faults": [
+        {"kind": "link_flapping", "link": ["leaf-1", "spine-1"], "probability": 0.5}]})
+    with pytest.raises(ConfigError, match="link_flapping"):
+        lab.up("lab-4", name="x1", faults=flap, directory=tmp_path / "new")
+    with pytest.raises(ConfigError, match="cycle|tree"):
+        lab.up("roce-rail-64", name="x1", directory=tmp_path / "new")
+    assert lab.status("x1")["up"] is False
