@@ -6,6 +6,7 @@ Inputs beyond the run itself, read from ``RunResult.extra`` when present:
     Learned baselines: ``{probe: {key: value}}`` in that probe's unit (``Gb/s`` for
     ``ib_write_bw``/``iperf3``, ``GB/s`` busbw for collectives); ``key`` is a NIC endpoint
     (``node-017/mlx5_3``), a node, or ``"*"`` for the fleet. The most specific key wins.
+    A list of ``store.Baseline`` dicts (``probe``, ``group_size``, ``median``) also works.
 ``extra["history"]``
     Past runs per node, oldest first: ``{node: [{"time": ISO-8601 str, "ratio": float | None,
     "state": "healthy" | "suspect" | "bad" | ..., "run_id": str}]}``, where ``ratio`` is the
@@ -32,8 +33,24 @@ _STATUS_RANK = {PASS: 0, FAIL: 1, "error": 2, HANG: 3, UNREACHABLE: 4}
 
 # ---- per-NIC bars -----------------------------------------------------------------------------
 def baseline_for(extra: Mapping[str, Any], probe: str, nic: str) -> float | None:
-    """The learned baseline for ``nic`` under ``probe`` (NIC, then node, then ``"*"``)."""
-    table = (extra.get("baselines") or {}).get(probe) or {}
+    """The learned baseline for ``nic`` under ``probe`` (NIC, then node, then ``"*"``).
+
+    ``extra["baselines"]`` may also be a list of :class:`fabriccheck.store.Baseline` dicts
+    (``probe``, ``group_size``, ``median``): the pair (group size 2) median is the fleet value.
+
+    >>> baseline_for({"baselines": {"nccl": {"*": 360.0, "n1": 300.0}}}, "nccl", "n1/mlx5_0")
+    300.0
+    >>> baseline_for({"baselines": [{"probe": "nccl", "group_size": 2, "median": 355.0}]},
+    ...              "nccl", "n1/mlx5_0")
+    355.0
+    """
+    raw = extra.get("baselines") or {}
+    if isinstance(raw, list):
+        rows = [b for b in raw if isinstance(b, Mapping) and b.get("probe") == probe]
+        rows.sort(key=lambda b: b.get("group_size") != 2)
+        value = rows[0].get("median") if rows else None
+        return float(value) if isinstance(value, int | float) else None
+    table = raw.get(probe) or {} if isinstance(raw, Mapping) else {}
     for key in (nic, nic_node(nic), "*"):
         if isinstance(table.get(key), int | float):
             return float(table[key])
@@ -73,7 +90,8 @@ def render_nic_bars(result: RunResult, node: str, topology: Topology | None) -> 
     for frac in (0.0, 0.5, 1.0):
         v = top_v * frac / 1.1
         svg.add("line", x1=left, x2=width - 110, y1=y_of(v), y2=y_of(v), stroke="#e2e8f0")
-        svg.add("text", f"{v:.0f}", x=left - 4, y=y_of(v) + 3, text_anchor="end", font_size=9,
+        tick = f"{v:.0f}" if top_v > 20 else f"{v:.2g}"
+        svg.add("text", tick, x=left - 4, y=y_of(v) + 3, text_anchor="end", font_size=9,
                 style=_FONT, fill="#718096")  # fmt: skip
     for i, nic in enumerate(nics):
         x = left + i * (bar_w + gap)
