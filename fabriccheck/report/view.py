@@ -110,7 +110,7 @@ class RunView:
 
 
 def _verdict_state(state: str, reason: str) -> str:
-    if state == BAD and "hang" in reason.lower():
+    if state == BAD and ("hang" in reason.lower() or "hung" in reason.lower()):
         return HUNG
     return state
 

@@ -83,3 +83,31 @@ def test_hostile_page_runs_no_injected_code(tmp_path):
     assert 'data-verdict="DRAIN"' in dom
     assert "alert(" not in " ".join(console)
     assert dom.count("<script") == 2
+
+
+def test_table_sorting_and_filter_scripts_work(tmp_path):
+    """report.js on a small page: a header click sorts numerically, the filter box hides rows."""
+    from importlib import resources
+
+    js = resources.files("fabriccheck.report").joinpath("templates", "report.js").read_text()
+    page = tmp_path / "sort.html"
+    page.write_text(
+        "<!DOCTYPE html><html><body>"
+        '<input data-filter="t" id="f">'
+        '<table class="sortable" id="t"><thead><tr><th>name</th><th>value</th></tr></thead>'
+        "<tbody><tr><td>b</td><td data-sort='10'>10.0</td></tr>"
+        "<tr><td>a</td><td data-sort='9'>9.0</td></tr>"
+        "<tr><td>c</td><td data-sort='100'>100.0</td></tr></tbody></table>"
+        f"<script>{js}</script><script>"
+        "document.querySelectorAll('th')[1].click();"
+        "var f = document.getElementById('f'); f.value = 'c';"
+        "f.dispatchEvent(new Event('input'));"
+        "</script></body></html>",
+        encoding="utf-8",
+    )
+    dom, console = page_check(tmp_path, page)
+    assert console == [], console
+    cells = re.findall(r"<tr( hidden=\"\")?><td>(\w)</td>", dom)
+    assert [c for _, c in cells] == ["a", "b", "c"]  # 9 < 10 < 100: numeric, not text order
+    assert [bool(h) for h, _ in cells] == [True, True, False]  # filter 'c' hides a and b
+    assert 'aria-sort="ascending"' in dom
