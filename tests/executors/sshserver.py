@@ -195,3 +195,18 @@ def make_cluster(root: Path, names: list[str], *, connect_timeout_s: float = 3.0
     inv_path = root / "inventory.yaml"
     inv_path.write_text(yaml.safe_dump(inv, sort_keys=False))
     return FakeCluster(root, hosts, key_path, known, inv_path)
+
+
+def free_port_pair() -> int:
+    """A loopback port ``p`` with ``p + 1`` free too (a round of two tests uses both)."""
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            try:
+                with socket.socket() as b:
+                    b.bind(("127.0.0.1", port + 1))
+                    return port
+            except OSError:
+                continue
+    raise RuntimeError("no free pair of loopback ports")

@@ -35,7 +35,7 @@ def _sim_harness() -> Harness:
 
 def _inproc_harness(root: Path) -> Harness:
     from fabriccheck.executors.ssh import SSHExecutor
-    from tests.executors.sshserver import make_cluster
+    from tests.executors.sshserver import free_port_pair, make_cluster
 
     cluster = make_cluster(root, list(HOSTS), connect_timeout_s=2)
     marker = f"21474{uuid.uuid4().int % 10**5:05d}"  # a sleep only this harness's hangs use
@@ -44,15 +44,13 @@ def _inproc_harness(root: Path) -> Harness:
     shim = hang_bin / "iperf3"
     shim.write_text(f"#!/bin/sh\nexec sleep {marker}\n")
     shim.chmod(0o755)
-    ports = iter(range(26000, 27000, 10))
-
     def make(faults: list[dict]):
         hung = {f["node"] for f in faults if f["kind"] == "node_hang"}
         down = {f["node"] for f in faults if f["kind"] == "node_unreachable"}
         for name, host in cluster.hosts.items():
             host.hang_bin = hang_bin if name in hung else None
             host.refuse = name in down
-        return SSHExecutor(cluster.inventory_path, port_base=next(ports))
+        return SSHExecutor(cluster.inventory_path, port_base=free_port_pair())
 
     def strays() -> str:
         return subprocess.run(["pgrep", "-af", f"sleep {marker}|iperf3 -s -1 -B 127.0.0.1"],

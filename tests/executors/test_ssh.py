@@ -22,7 +22,7 @@ from fabriccheck.executors.ssh import PGID_MARKER, SSHExecutor, SSHHostRunner, m
 from fabriccheck.inventory.file import load_inventory
 from fabriccheck.models import Flow, Test
 from fabriccheck.probes.launch import HostCommand, ProbeLaunch
-from tests.executors.sshserver import FakeCluster, make_cluster, new_key
+from tests.executors.sshserver import FakeCluster, free_port_pair, make_cluster, new_key
 
 
 @pytest.fixture(scope="module")
@@ -117,13 +117,14 @@ def test_executor_runs_a_real_iperf3_pair_on_loopback(cluster: FakeCluster) -> N
 
     t = Test("p", "iperf3", ("a", "b"), (Flow("a/eth0", "b/eth0"),),
              params={"duration_s": 1}, timeout_s=20)
-    with SSHExecutor(cluster.inventory_path, port_base=25201) as ex:
+    port = free_port_pair()
+    with SSHExecutor(cluster.inventory_path, port_base=port) as ex:
         (raw,) = ex.run_round([t])
     assert raw.exit_code == 0, raw.error
     result = parse_iperf3(raw.stdout)
     assert result.status == "ok" and result.received_gbps > 0
-    assert raw.commands[0].startswith("b: iperf3 -s -1 -B 127.0.0.1 -p 25201")
-    assert alive("iperf3 -s -1 -B 127.0.0.1 -p 25201") == []
+    assert raw.commands[0].startswith(f"b: iperf3 -s -1 -B 127.0.0.1 -p {port}")
+    assert alive(f"iperf3 -s -1 -B 127.0.0.1 -p {port}") == []
 
 
 def _inventory_variant(cluster: FakeCluster, tmp_path: Path, **changes: str) -> Path:
