@@ -73,6 +73,8 @@ def render_report(result: RunResult, topology: Topology | None, out_dir: str | P
                 json.dumps(topology_document(topology), separators=(",", ":")) + "\n",
                 encoding="utf-8",
             )
+        else:
+            (out / TOPOLOGY).unlink(missing_ok=True)  # never pair a run with an old fabric
         index = out / INDEX
         index.write_text(render_html(result, topology), encoding="utf-8")
     except OSError as exc:

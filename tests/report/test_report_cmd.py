@@ -66,6 +66,20 @@ def test_report_from_a_run_id_in_the_history_db(tmp_path, lab_run):
     assert len(failing) - 1 == sum(1 for o in run.observations if not o.passed)
 
 
+def test_report_from_the_json_contract_alone(tmp_path, lab_run):
+    """``sweep --json > run.json`` has no observations: the verdict parts still render."""
+    from fabriccheck.serialize import run_result_to_dict
+
+    run, _ = lab_run
+    (tmp_path / "run.json").write_text(json.dumps(run_result_to_dict(run)))
+    res = runner.invoke(app, ["report", str(tmp_path / "run.json"), "-t", "lab-8"])
+    assert res.exit_code == 0, res.output
+    dom = parse((tmp_path / "index.html").read_text())
+    assert dom.find("div", **{"class": "verdict"}).text() == "DRAIN"
+    assert "st-bad" in dom.find("g", data_node="host3").classes()
+    assert dom.find("rect", data_nic="host3/eth1").attrs["fill"] == STATE_COLOURS["bad"]
+
+
 def test_bad_inputs_are_one_line_errors_exit_2(tmp_path):
     res = runner.invoke(app, ["report", str(tmp_path)])
     assert res.exit_code == 2 and "no results.json here" in res.output
