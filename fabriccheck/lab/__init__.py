@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
-from fabriccheck.lab.lab import LabInfo, apply_faults, down, load_state, status, up
+from fabriccheck.lab.lab import (
+    LabInfo,
+    apply_faults,
+    down,
+    enter_argv,
+    load_state,
+    status,
+    up,
+)
 from fabriccheck.lab.plan import LabPlan, plan_lab
 
-__all__ = ["LabInfo", "LabPlan", "apply_faults", "down", "load_state", "plan_lab", "status", "up"]
+__all__ = [
+    "LabInfo",
+    "LabPlan",
+    "apply_faults",
+    "down",
+    "enter_argv",
+    "load_state",
+    "plan_lab",
+    "status",
+    "up",
+]

@@ -233,6 +233,24 @@ def apply_faults(name: str, faults: str | Path | FaultSet | None) -> LabInfo:
     return _info(plan, d, Path(state["inventory"]), pids)
 
 
+def enter_argv(name: str, host: str) -> list[str]:
+    """The argv prefix that runs a command *on* lab host ``host`` without SSH (for Ray raylets).
+
+    It enters the namespaces of the host's sshd (network, hostname, mounts), so the command sees
+    what an SSH session sees. A host without sshd (``node_unreachable``) gets its network
+    namespace and a fresh UTS namespace with its hostname.
+
+    >>> enter_argv("lab", "host1") + ["ray", "start", "..."]  # doctest: +SKIP
+    """
+    state = load_state(name)
+    pid = (state.get("sshd_pids") or {}).get(host)
+    ns = f"fclab-{name}-{host}"
+    if pid:
+        return ["nsenter", "-t", str(pid), "-n", "-u", "-m", "--"]
+    return ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
+            'hostname "$0" && exec "$@"', host]
+
+
 def down(name: str = "lab") -> list[str]:
     """Remove lab ``name``: its processes, namespaces, root interfaces, directory pointer.
 

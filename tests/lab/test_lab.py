@@ -61,6 +61,17 @@ def test_hosts_have_own_hostname_sshd_and_nic_address(lab: Lab) -> None:
         runner.close()
 
 
+def test_enter_argv_runs_on_a_host_without_ssh(lab: Lab) -> None:
+    from fabriccheck import lab as lab_mod
+
+    inject(lab, {"kind": "node_unreachable", "node": "host4"})
+    for host in ("host1", "host4"):  # with and without sshd
+        argv = lab_mod.enter_argv(lab.name, host) + ["sh", "-c", "hostname; ip -o -4 addr"]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+        assert out.splitlines()[0] == host
+        assert load_inventory(lab.inventory).host(host).nic("eth0").ip in out
+
+
 def test_cli_sweep_over_ssh_finds_the_throttled_nic(lab: Lab) -> None:
     """The whole path: `fabriccheck sweep --executor ssh --inventory` as a subprocess."""
     import json
