@@ -30,6 +30,8 @@ def _from_db(run_id: str, db: Path | None) -> tuple[RunResult, Topology | None, 
                               source=str(path))  # fmt: skip
         result = run_result_from_dict({"mode": rec.mode, "nodes": rec.nodes, **rec.summary})
         result.observations = store.observations(run_id)
+        if "history" not in result.extra:
+            result.extra["history"] = _history(store, rec)
     result.extra.setdefault("run_id", run_id)
     topology, warnings = None, []
     source = rec.params.get("topology") if isinstance(rec.params, dict) else None
@@ -41,6 +43,24 @@ def _from_db(run_id: str, db: Path | None) -> tuple[RunResult, Topology | None, 
         except FabricCheckError as exc:
             warnings.append(f"{exc.message}; drawing nodes only")
     return result, topology, warnings
+
+
+def _history(store, rec, limit: int = 30) -> dict:
+    """States of this run's unhealthy nodes over the stored runs up to it (for sparklines)."""
+    import time
+
+    from fabriccheck.report.charts import history_from_runs
+
+    summary = rec.summary or {}
+    nodes = {*summary.get("drain", ()), *summary.get("unreachable", ()),
+             *summary.get("suspects", ()), *summary.get("bad_nodes", ())}  # fmt: skip
+    if not nodes:
+        return {}
+    past = [r for r in store.runs(limit=500) if r.started_s <= rec.started_s and r.summary]
+    past = sorted(past, key=lambda r: r.started_s)[-limit:]
+    runs = [{"run_id": r.run_id, "nodes": r.nodes, "summary": r.summary,
+             "time": time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.started_s))} for r in past]
+    return history_from_runs(runs, nodes)
 
 
 @app.command("report")

@@ -252,12 +252,47 @@ def render_sparkline(points: list[Mapping[str, Any]]) -> Markup | None:
                 stroke="#4a5568", stroke_width=1.2)  # fmt: skip
     for i, p in enumerate(pts):
         r = p.get("ratio")
-        y = yy(r) if isinstance(r, int | float) else h - 4
         st = str(p.get("state", ""))
-        svg.add("circle", title=f"{p.get('time', '')} {st} ratio {r}", cx=4 + i * step, cy=y,
-                r=2.2 if i < len(pts) - 1 else 3.2,
+        if isinstance(r, int | float):
+            y, what = yy(r), f"ratio {r:.2f}"
+        else:  # no number (history from verdicts only): the state sets the height
+            y, what = yy(_STATE_LEVEL.get(st, lo)), "no number"
+        svg.add("circle", title=f"{p.get('time', '')} {p.get('run_id', '')}: {st}, {what}",
+                cx=4 + i * step, cy=y, r=2.2 if i < len(pts) - 1 else 3.2,
                 fill=STATE_COLOURS.get(st, "#4a5568"))  # fmt: skip
     return svg.markup()
+
+
+#: where a history point without a ratio sits, by its state
+_STATE_LEVEL = {"healthy": 1.0, "suspect": 0.8, "bad": 0.5, "hung": 0.5, "unreachable": 0.5}
+
+
+def history_from_runs(runs: list[Mapping[str, Any]], nodes: set[str]) -> dict[str, list[dict]]:
+    """``extra["history"]`` for ``nodes`` from past run summaries (the run-result contract).
+
+    ``runs`` are oldest first, each ``{"run_id", "time", "nodes", "summary"}``; a node's state in
+    a run is read from the summary's lists (``unreachable``, ``hung``, ``drain``/``bad_nodes``/
+    ``bad_nics``, ``suspects``), healthy when it was in the run and in none of them; no ratio.
+
+    >>> runs = [{"run_id": "a", "time": "t1", "nodes": ["n1", "n2"],
+    ...          "summary": {"drain": ["n2"], "bad_nics": ["n2/mlx5_0"]}}]
+    >>> history_from_runs(runs, {"n2"})["n2"][0]["state"]
+    'bad'
+    """
+    out: dict[str, list[dict]] = {}
+    for run in runs:
+        s = run.get("summary") or {}
+        bad = {*s.get("drain", ()), *s.get("bad_nodes", ()),
+               *(nic_node(n) for n in s.get("bad_nics", ()))}  # fmt: skip
+        states = [(set(s.get("unreachable", ())), "unreachable"), (set(s.get("hung", ())), "hung"),
+                  (bad, "bad"), (set(s.get("suspects", ())), "suspect")]  # fmt: skip
+        for node in nodes & set(run.get("nodes", ())):
+            state = next((st for group, st in states if node in group), "healthy")
+            out.setdefault(node, []).append(
+                {"time": run.get("time", ""), "ratio": None, "state": state,
+                 "run_id": run.get("run_id", "")}  # fmt: skip
+            )
+    return out
 
 
 def median_ratio(observations: list[Observation]) -> float | None:

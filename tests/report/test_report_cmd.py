@@ -52,10 +52,15 @@ def test_report_from_a_results_file_to_another_dir_as_json(tmp_path, lab_run):
 
 
 def test_report_from_a_run_id_in_the_history_db(tmp_path, lab_run):
-    run, _ = lab_run
+    run, topo = lab_run
     db = tmp_path / "h.sqlite"
     with Store(db) as store:
-        run_id = store.begin_run("sweep", run.nodes, params={"topology": "lab-8"})
+        for k in range(2):  # two earlier healthy runs, then the failing one
+            healthy = build_run(topo, Faults(), seed=k)
+            old = store.begin_run("sweep", healthy.nodes, started_s=1000.0 + k)
+            store.finish_run(old, healthy)
+        run_id = store.begin_run("sweep", run.nodes, params={"topology": "lab-8"},
+                                 started_s=2000.0)  # fmt: skip
         store.finish_run(run_id, run)
     res = runner.invoke(app, ["report", run_id, "--db", str(db), "-o", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
@@ -64,6 +69,10 @@ def test_report_from_a_run_id_in_the_history_db(tmp_path, lab_run):
     assert "st-unreachable" in dom.find("g", data_node="host8").classes()
     failing = dom.find("table", id="failing-table").find_all("tr")
     assert len(failing) - 1 == sum(1 for o in run.observations if not o.passed)
+    # history sparkline from the stored runs: healthy, healthy, bad
+    spark = dom.find("div", id="node-host3").find("svg", **{"class": "spark"})
+    dots = [c.attrs["fill"] for c in spark.find_all("circle")]
+    assert dots == [STATE_COLOURS["healthy"]] * 2 + [STATE_COLOURS["bad"]]
 
 
 def test_report_from_the_json_contract_alone(tmp_path, lab_run):
