@@ -174,7 +174,7 @@ def render_timeline(result: RunResult) -> Markup | None:
         return None
     total = max(spans[-1]["end_s"], 1e-6)
     gantt = len(result.observations) <= GANTT_MAX_TESTS
-    left, plot_w = 190.0, 1080.0
+    left, plot_w = (290.0, 980.0) if gantt else (190.0, 1080.0)
     scale = plot_w / total
     row_h = 14.0
     n_rows = len(result.observations) if gantt else len(spans)
@@ -192,8 +192,10 @@ def render_timeline(result: RunResult) -> Markup | None:
             for o in sorted(s["tests"], key=lambda o: natural_key(o.test.test_id)):
                 x = left + s["start_s"] * scale
                 w = max(_duration(o) * scale, 2)
-                label = f"{o.test.test_id} {o.test.probe} {','.join(o.test.nodes)}"
-                svg.add("text", label[:34], x=left - 6, y=y + 10, text_anchor="end",
+                label = f"{o.test.test_id} {o.test.probe} {' ↔ '.join(o.test.nodes)}"
+                if len(o.test.flows) == 1:
+                    label += f" {o.test.flows[0].src.split('/', 1)[-1]}"
+                svg.add("text", label[:56], x=left - 6, y=y + 10, text_anchor="end",
                         font_size=9, style=_FONT, fill="#333")  # fmt: skip
                 svg.add("rect", title=f"{label}: {o.status} {o.reason}", x=x, y=y, width=w,
                         height=row_h, rx=2, fill=STATUS_COLOURS.get(o.status, "#999"))  # fmt: skip

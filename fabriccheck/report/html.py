@@ -220,6 +220,7 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
             "node": n, "state": view.node_state[n], "reason": view.node_reason.get(n, ""),
             "bars": render_nic_bars(result, n, topology),
             "spark": render_sparkline(pts) if pts else None,
+            "runs": min(len(pts), 30) if pts else 0,
         })  # fmt: skip
     verdicts, healthy_hidden = _verdict_rows(result, view)
     evidence = {t for v in verdicts if v["state"] != HEALTHY for t in v["evidence"]}
