@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMPS := .stamps
 # Debian packages the tests need (lab: namespaces, sshd, tc, iperf3; reports: chromium).
-APT_PACKAGES ?= iproute2 iperf3 openssh-server openssh-client procps psmisc slurmctld slurmd slurm-client munge chromium
+APT_PACKAGES ?= iproute2 iperf3 openssh-server openssh-client procps psmisc slurmctld slurmd slurm-client munge chromium fonts-dejavu-core
 
 .PHONY: all venv apt test demo lint bench clean
 
