@@ -43,8 +43,8 @@ def page_check(tmp: Path, index: Path) -> tuple[str, list[str]]:
     return run.stdout, CONSOLE.findall(run.stderr)
 
 
-def screenshot_stats(tmp: Path, index: Path, name: str) -> tuple[int, float]:
-    """Distinct colours and the non-white fraction of a 1400x1000 screenshot."""
+def screenshot_stats(tmp: Path, index: Path, name: str) -> tuple[int, float, tuple]:
+    """Distinct colours, the non-white fraction and the banner's colour of a 1400x1000 shot."""
     from PIL import Image
 
     png = tmp / name
@@ -55,7 +55,7 @@ def screenshot_stats(tmp: Path, index: Path, name: str) -> tuple[int, float]:
     colours = img.getcolors(maxcolors=img.width * img.height) or []
     grey = img.convert("L").histogram()
     non_white = sum(grey[:235]) / (img.width * img.height)
-    return len(colours), non_white
+    return len(colours), non_white, img.getpixel((1300, 70))
 
 
 @pytest.mark.parametrize("n", [8, 1024])
@@ -70,9 +70,11 @@ def test_report_loads_in_chromium_without_errors_and_is_not_blank(tmp_path, n):
     assert console == [], console  # no JS error, no CSP violation, no failed load
     assert 'data-verdict="DRAIN"' in dom  # the page script ran to its end
     assert f"{nodes[2]}/mlx5_3" in dom
-    colours, non_white = screenshot_stats(tmp_path, index, f"shot-{n}.png")
+    colours, non_white, banner = screenshot_stats(tmp_path, index, f"shot-{n}.png")
     assert colours > 50, colours
     assert non_white > 0.10, non_white
+    red = (0xD7, 0x26, 0x3D)  # the DRAIN banner fills the top of the first screen
+    assert all(abs(a - b) < 12 for a, b in zip(banner, red, strict=True)), banner
 
 
 def test_hostile_page_runs_no_injected_code(tmp_path):
