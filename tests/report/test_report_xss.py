@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import re
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from fabriccheck.models import (
     BAD,
     FAIL,
@@ -105,3 +108,30 @@ def test_csp_allows_only_our_script():
 
     page_js = [s for s in dom.find_all("script") if "type" not in s.attrs][0].text()
     assert f"'{script_hash(page_js)}'" in csp
+
+
+NAME_CHARS = st.characters(
+    whitelist_categories=("Lu", "Ll", "Nd", "Po", "Ps", "Pe", "Sm", "Sc"),
+    whitelist_characters="<>&\"'/= -_`",
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(names=st.lists(st.text(NAME_CHARS, min_size=1, max_size=24), min_size=2, max_size=5,
+                      unique=True))  # fmt: skip
+def test_any_printable_names_round_trip_as_text(names):
+    """Whatever a host is called, the page keeps exactly our two scripts and shows the name."""
+    pairs = zip(names, names[1:], strict=False)
+    obs = [Observation(Test(f"t{i}", "nccl", (a, b), (), 1), FAIL, 1.0, "GB/s", 300.0, 360.0,
+                       f"{a} <> {b}") for i, (a, b) in enumerate(pairs)]  # fmt: skip
+    verdicts = [Verdict("node", names[0], BAD, names[-1])]
+    run = RunResult(mode="sweep", nodes=list(names), drain=[names[0]], bad_nodes=[names[0]],
+                    observations=obs, verdicts=verdicts)  # fmt: skip
+    html = render_html(run, None)
+    assert len(re.findall(r"<script", html, re.I)) == 2
+    dom = parse(html)
+    assert len(dom.find_all("script")) == 2
+    shown = {el.attrs["data-node"] for el in dom.iter() if "data-node" in el.attrs}
+    assert shown == set(names)
+    assert not [el for el in dom.iter() for a in el.attrs if a.startswith("on")]
+    assert json.loads(dom.find("script", id="fc-data").text())["drain"] == [names[0]]
