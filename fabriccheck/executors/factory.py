@@ -11,7 +11,7 @@ from fabriccheck.specs import TestSpec
 from fabriccheck.topology.model import Topology
 
 #: executor kinds this factory knows (each engineer adds their branch in make_executor)
-KNOWN_KINDS = ("sim", "ssh")
+KNOWN_KINDS = ("sim", "ssh", "ray")
 
 
 def make_executor(
@@ -61,6 +61,16 @@ def make_executor(
                 hint="see docs/ssh.md; `fabriccheck lab up --json` prints one for the lab",
             )
         return SSHExecutor(inventory, **opts)
+    if kind == "ray":
+        from fabriccheck.executors.ray_executor import RayExecutor
+
+        if faults:
+            raise ConfigError(
+                "the ray executor runs on real hosts and cannot inject faults",
+                field="--faults",
+                hint="make faults real with `fabriccheck lab up TOPOLOGY --faults F`",
+            )
+        return RayExecutor(ray_address, inventory, **opts)
     raise ConfigError(
         f"unknown executor {kind!r}",
         field="--executor",

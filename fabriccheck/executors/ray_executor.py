@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from fabriccheck.errors import ConfigError, ConnectError, ExecutorError, TaskTimeout
+from fabriccheck.errors import ConnectError, ExecutorError, TaskTimeout
 from fabriccheck.executors.launch_runner import StepOutput, run_tests
 from fabriccheck.executors.ray_session import connect, disconnect, map_ray_error, ray_get
 from fabriccheck.inventory.ray import IDLE_RESOURCE, RayNode, cluster_state, nodes_from_state
@@ -101,17 +101,18 @@ class RayExecutor:
     ----------
     address : str, optional
         The cluster's GCS ``host:port`` (``--ray-address``); ``None`` = ``RAY_ADDRESS`` or ``auto``.
-    inventory : Inventory, optional
-        Host addresses and NIC IPs (:mod:`fabriccheck.inventory.file`); without one, every NIC of
-        a host resolves to its Ray node's IP.
+    inventory : Inventory or path, optional
+        Host addresses, NIC IPs and probe settings (:mod:`fabriccheck.inventory.file`); without
+        one, every NIC of a host resolves to its Ray node's IP.
     launch_builder : callable, optional
         ``(test, nic_ips, port) -> ProbeLaunch``; default
         :func:`fabriccheck.probes.commands.build_launch`.
     reserve_resources : tuple of str, optional
         Resources a group's placement group takes whole (the node's total) on each node;
         default ``(idle_resource, "GPU")``.
-    idle_resource : str
-        Resource whose being entirely free makes a node idle (``GPU``; ``CPU`` on CPU-only nodes).
+    idle_resource : str, optional
+        Resource whose being entirely free makes a node idle; default ``GPU``, or ``CPU`` when no
+        node of the cluster has a GPU.
     init_timeout_s, reserve_timeout_s, rpc_timeout_s : float
         Hard limits for ``ray.init``, for a group's reservation, and for one agent call.
     node_ip_address : str, optional
@@ -130,7 +131,7 @@ class RayExecutor:
         launch_builder: LaunchBuilder | None = None,
         command_options: Any = None,
         reserve_resources: tuple[str, ...] | None = None,
-        idle_resource: str = IDLE_RESOURCE,
+        idle_resource: str | None = None,
         init_timeout_s: float = 30.0,
         reserve_timeout_s: float = 30.0,
         rpc_timeout_s: float = 20.0,
@@ -139,9 +140,19 @@ class RayExecutor:
         max_parallel: int = 64,
     ) -> None:
         self.address = address
+        if inventory is not None and not hasattr(inventory, "hosts"):
+            from fabriccheck.inventory.file import load_inventory
+
+            inventory = load_inventory(inventory)
         self.inventory = inventory
+        if command_options is None and inventory is not None:
+            from fabriccheck.probes.commands import CommandOptions
+
+            command_options = CommandOptions(python=inventory.python, env=dict(inventory.env),
+                                             **inventory.probe_options)
         self.build = launch_builder or _default_builder(command_options)
-        self.reserve_resources = tuple(dict.fromkeys(reserve_resources or (idle_resource, "GPU")))
+        self._reserve_given = reserve_resources
+        self.reserve_resources: tuple[str, ...] = ()
         self.idle_resource = idle_resource
         self.reserve_timeout_s = reserve_timeout_s
         self.rpc_timeout_s = rpc_timeout_s
@@ -164,6 +175,12 @@ class RayExecutor:
     def refresh_nodes(self) -> dict[str, RayNode]:
         """Re-read the cluster and map hosts to live Ray nodes; returns host -> node."""
         raw, available = cluster_state()
+        if self.idle_resource is None:  # GPU clusters: GPUs; CPU-only clusters (the lab): CPUs
+            has_gpu = any(float((n.get("Resources") or {}).get("GPU", 0)) > 0 for n in raw)
+            self.idle_resource = IDLE_RESOURCE if has_gpu else "CPU"
+        if not self.reserve_resources:
+            self.reserve_resources = tuple(
+                dict.fromkeys(self._reserve_given or (self.idle_resource, "GPU")))
         nodes = nodes_from_state(raw, available, idle_resource=self.idle_resource)
         by_name: dict[str, list[RayNode]] = {}
         for node in nodes:
@@ -196,13 +213,18 @@ class RayExecutor:
         return dict(self._nodes)
 
     def node(self, host: str) -> RayNode:
-        """The Ray node standing for ``host`` (ConnectError if none, ConfigError if several)."""
+        """The Ray node standing for ``host``; :class:`ConnectError` if none or several.
+
+        Several live nodes claim one host while a restarted raylet's old node is not yet declared
+        dead, or when raylets share a hostname and carry no label: the host is not usable then.
+        """
         if host in self._nodes:
             return self._nodes[host]
         if host in self._ambiguous:
             ids = ", ".join(n.node_id[:8] for n in self._ambiguous[host])
-            raise ConfigError(f"host {host!r} matches several Ray nodes ({ids})",
-                              hint="give each raylet a fchost_<name> resource or label")
+            raise ConnectError(f"several live Ray nodes claim this host ({ids})", host=host,
+                               hint="label each raylet: ray start --labels "
+                               "'{\"fabriccheck/host\": \"<name>\"}'")
         raise ConnectError("no live Ray node stands for this host", host=host,
                            hint="start a raylet there, or label it fabriccheck/host=<name>")
 
@@ -284,8 +306,6 @@ class RayExecutor:
             except ExecutorError as exc:
                 problems[test.test_id] = str(exc)
                 continue
-            except ConfigError:
-                raise
             except Exception as exc:  # Ray boundary
                 raise map_ray_error(exc, what=f"reserve {test.test_id}") from exc
             self.reservations[name] = pg

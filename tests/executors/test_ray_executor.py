@@ -322,3 +322,29 @@ def test_close_is_idempotent_and_a_closed_executor_refuses_rounds(ray_cluster):
     assert ray.is_initialized()  # the fixture owns the connection; the executor left it alone
     with pytest.raises(ExecutorError, match="closed"):
         ex2.run_round([t("c2", ("h1",), "true")])
+
+
+def test_factory_builds_a_ray_executor_that_runs(ray_cluster):
+    from fabriccheck.executors.factory import make_executor
+    from fabriccheck.topology.load import load_topology
+
+    ex2 = make_executor("ray", topology=load_topology("lab-4"), ray_address=ray_cluster.address,
+                        launch_builder=script_builder)
+    try:
+        assert isinstance(ex2, RayExecutor) and ex2.name == "ray"
+        assert ex2.idle_resource == "CPU"  # no node has a GPU: CPUs decide idleness
+        assert ex2.reserve_resources == ("CPU", "GPU")
+        assert ex2.run_round([t("f", ("h1",), "echo $FC_RAY_TEST_HOST")])[0].stdout == "h1\n"
+    finally:
+        ex2.close()
+
+
+def test_factory_refuses_faults_for_ray():
+    from fabriccheck.errors import ConfigError
+    from fabriccheck.executors.factory import make_executor
+    from fabriccheck.faults import FaultSet
+    from fabriccheck.topology.load import load_topology
+
+    faults = FaultSet.from_dict({"faults": [{"kind": "node_hang", "node": "host1"}]})
+    with pytest.raises(ConfigError, match="cannot inject faults"):
+        make_executor("ray", topology=load_topology("lab-4"), faults=faults, ray_address="x:1")
