@@ -315,6 +315,16 @@ def _notes(result: RunResult) -> list[Step]:
     """What the run could not settle (from the orchestrator's extra keys), as info steps."""
     extra = result.extra
     notes = [Step("info", w) for w in result.fabric_warnings]
+    named = [str(n) for n in extra.get("log_suspects") or ()]
+    if named:
+        hcas = ", ".join(str(h) for h in extra.get("log_hcas") or ())
+        found = [n for n in named if n in result.drain]
+        notes.append(Step(
+            "info", f"The job log named {compact(named, 120)}"
+            + (f" (HCAs {hcas})" if hcas else ""),
+            f"confirmed bad: {compact(found, 120)}" if found
+            else "none of them failed here: the timeout was probably not the fabric",
+        ))  # fmt: skip
     if extra.get("budget_exhausted"):
         why = str(extra.get("stop_reason") or "time or test budget reached")
         notes.append(Step("info", f"Stopped early: {why} — some suspects may be unconfirmed",
