@@ -39,6 +39,8 @@ from fabriccheck.topology.model import Topology
 ALL_TESTS_MAX = 400
 #: healthy verdicts are listed when there are at most this many
 HEALTHY_VERDICTS_MAX = 300
+#: failing/evidence tests listed with commands and output (the rest: observations.csv)
+LISTED_MAX = 500
 #: per-node cards with NIC bars, most severe first
 BLAMED_MAX = 24
 OUTPUT_CHARS = 3000
@@ -225,7 +227,11 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
     verdicts, healthy_hidden = _verdict_rows(result, view)
     evidence = {t for v in verdicts if v["state"] != HEALTHY for t in v["evidence"]}
     listed = [o for o in result.observations if o.status != PASS or o.test.test_id in evidence]
-    listed.sort(key=lambda o: (o.test.round, natural_key(o.test.test_id)))
+    # evidence of a verdict first, then the other failures; a capped list on huge runs
+    listed.sort(key=lambda o: (o.test.test_id not in evidence, o.test.round,
+                               natural_key(o.test.test_id)))  # fmt: skip
+    listed_more = max(0, len(listed) - LISTED_MAX)
+    listed = sorted(listed[:LISTED_MAX], key=lambda o: (o.test.round, natural_key(o.test.test_id)))
     listed_ids = {o.test.test_id for o in listed}
     all_tests = []
     if len(result.observations) <= ALL_TESTS_MAX:
@@ -280,6 +286,7 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
             if healthy_hidden else "Healthy components without a verdict row passed every test."
         ),
         failing=[_test_row(o, True) for o in listed],
+        failing_more=listed_more,
         all_tests=all_tests,
         tests_note=f"{len(result.observations):,} tests: every one is in observations.csv.",
         summary=summary,

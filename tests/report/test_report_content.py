@@ -264,3 +264,19 @@ def test_any_fault_mix_shows_in_banner_drain_and_svg(n, kinds, seed):
     if run.drain:
         pre = dom.find("ol", **{"class": "steps"}).find("pre").text()
         assert drained_by(pre.splitlines()) == sorted(run.drain)
+
+
+def test_failing_list_is_capped_but_keeps_every_verdicts_evidence(monkeypatch):
+    import fabriccheck.report.html as html_mod
+
+    topo = rail_topology(16)
+    run = build_run(topo, Faults(bad_nic="node-003/mlx5_3", slow_node="node-012"))
+    evidence = {t for v in run.verdicts if v.state != "healthy" for t in v.evidence}
+    failing = [o for o in run.observations if not o.passed]
+    assert len(failing) > 8
+    monkeypatch.setattr(html_mod, "LISTED_MAX", len(evidence) + 1)
+    dom = parse(render_html(run, topo))
+    rows = {tr.attrs["id"][2:] for tr in dom.find("table", id="failing-table").find_all("tr")
+            if "id" in tr.attrs}  # fmt: skip
+    assert evidence <= rows and len(rows) == len(evidence) + 1
+    assert "more failing tests are not listed" in dom.find("h2", id="failing").parent.text()
