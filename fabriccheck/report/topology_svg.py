@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from fabriccheck.models import BAD, HEALTHY, SUSPECT, LinkKey, link_key
+from fabriccheck.models import BAD, HEALTHY, SUSPECT, LinkKey
 from fabriccheck.report.svg import STATE_COLOURS, Svg
 from fabriccheck.report.view import RunView, natural_key
 from fabriccheck.topology.model import Topology
@@ -337,6 +337,3 @@ def _node_tiles(view: RunView) -> Markup:
             )  # fmt: skip
     _state_legend(svg, height - 22)
     return svg.markup()
-
-
-__all__ = ["DETAIL_MAX_NODES", "link_key", "render_topology", "switch_states"]
