@@ -33,6 +33,7 @@ def _from_db(run_id: str, db: Path | None) -> tuple[RunResult, Topology | None, 
         if "history" not in result.extra:
             result.extra["history"] = _history(store, rec)
     result.extra.setdefault("run_id", run_id)
+    result.extra.setdefault("started_s", rec.started_s)
     topology, warnings = None, []
     source = rec.params.get("topology") if isinstance(rec.params, dict) else None
     if source:

@@ -76,6 +76,15 @@ class Stat:
     cls: str = ""
 
 
+def _run_time(extra: dict[str, Any]) -> str:
+    """When the run started (``started_at`` text or ``started_s`` epoch), else when rendered."""
+    if extra.get("started_at"):
+        return f"run {extra['started_at']}"
+    if isinstance(extra.get("started_s"), int | float):
+        return "run " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(extra["started_s"]))
+    return "rendered " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
 def _secs(s: float) -> str:
     """Seconds for people: ``0.4 s``, ``45 s``, ``12 min 5 s``."""
     if s < 10:
@@ -257,7 +266,7 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
         "bad_links": [list(lk) for lk in result.bad_links],
         "unreachable": list(result.unreachable),
     }  # fmt: skip
-    started = result.extra.get("started_at") or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    started = _run_time(result.extra)
     return _env().get_template("index.html.j2").render(
         result=result,
         topo_name=topology.name if topology is not None else result.extra.get("topology", ""),
