@@ -26,7 +26,7 @@ FLAGS = (
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--hide-scrollbars",
 )  # fmt: skip
-CONSOLE = re.compile(r"INFO:CONSOLE[^\]]*\] \"(.*)\", source")
+CONSOLE = re.compile(r"INFO:CONSOLE[^\]]*\] \"(.*)\", source: (\S*)")
 
 
 def chromium(tmp: Path, url: str, *args: str) -> subprocess.CompletedProcess:
@@ -40,7 +40,8 @@ def page_check(tmp: Path, index: Path) -> tuple[str, list[str]]:
     """The DOM after scripts ran, and every console message the page logged."""
     run = chromium(tmp, index.as_uri(), "--enable-logging=stderr", "--v=0", "--dump-dom")
     assert run.returncode == 0, run.stderr[-2000:]
-    return run.stdout, CONSOLE.findall(run.stderr)
+    page = index.as_uri()
+    return run.stdout, [m for m, src in CONSOLE.findall(run.stderr) if src.startswith(page)]
 
 
 def screenshot_stats(tmp: Path, index: Path, name: str) -> tuple[int, float, tuple]:
