@@ -99,7 +99,8 @@ def status_cmd(
     for host, alive in (st.get("sshd") or {}).items():
         out.print(f"  {host:<12} sshd {'running' if alive else 'DEAD'}")
     for f in st.get("faults") or []:
-        out.print(f"  fault: {f}")
+        rest = " ".join(f"{k}={v}" for k, v in f.items() if k != "kind")
+        out.print(f"  fault: {f['kind']} {rest}", highlight=False)
     if st.get("inventory"):
         out.print(f"inventory: {st['inventory']}")
 
