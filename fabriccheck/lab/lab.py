@@ -41,6 +41,7 @@ class LabInfo:
     netns: dict[str, str]  # host -> namespace
     faults: tuple[str, ...]
     sshd_pids: dict[str, int]
+    gateway: str = ""  # the root namespace's address on the management bridge (a Ray head)
 
     def to_json(self) -> dict[str, Any]:
         return {"dir": self.dir, "inventory": self.inventory, **{
@@ -190,7 +191,7 @@ def _info(plan: LabPlan, d: Path, inventory: Path, pids: dict[str, int]) -> LabI
         name=plan.name, dir=str(d), inventory=str(inventory), topology=plan.topology,
         hosts={h.name: h.mgmt_ip for h in plan.hosts},
         netns={h.name: h.netns for h in plan.hosts},
-        faults=plan.faults, sshd_pids=pids,
+        faults=plan.faults, sshd_pids=pids, gateway=plan.gateway_ip,
     )
 
 
