@@ -10,10 +10,13 @@ human: ``ssh -F DIR/ssh_config host1``). ``state.json`` there, and a pointer in
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +114,17 @@ def load_state(name: str) -> dict[str, Any]:
     return json.loads((d / "state.json").read_text())
 
 
+@contextmanager
+def _subnet_lock() -> Iterator[None]:
+    REGISTRY.mkdir(parents=True, exist_ok=True)
+    with open(REGISTRY / ".subnet.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _faults(faults: str | Path | FaultSet | None) -> FaultSet:
     if faults is None:
         return FaultSet()
@@ -144,19 +158,22 @@ def up(
                           hint="give a new or empty directory")
     plan_lab(topo, fault_set, name=name, rate_scale=rate_scale)  # bad faults: fail before down
     down(name)
-    octets = set(range(256)) - netns.used_mgmt_octets()
-    if not octets:
-        raise ExecutorError("lab: no free management subnet 10.220.x.0/24")
-    plan = plan_lab(topo, fault_set, name=name, mgmt_octet=min(octets), rate_scale=rate_scale)
-    if d.exists():
-        shutil.rmtree(d)
-    d.mkdir(parents=True)
-    d.chmod(0o700)
+    with _subnet_lock():  # two labs going up at once must not pick the same subnet
+        octets = set(range(256)) - netns.used_mgmt_octets()
+        if not octets:
+            raise ExecutorError("lab: no free management subnet 10.220.x.0/24")
+        plan = plan_lab(topo, fault_set, name=name, mgmt_octet=min(octets),
+                        rate_scale=rate_scale)
+        netns.build_mgmt(plan)  # claims the subnet (removed by down's prefix scan)
     state = {"name": name, "dir": str(d), "topology": str(Path(topo.source).resolve()),
              "mgmt_octet": int(plan.mgmt_net.split(".")[2]), "rate_scale": rate_scale,
              "faults": None, "sshd_pids": {}}
-    _save_state(d, state)  # before building: a crash mid-way can still be cleaned up
     try:
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+        d.chmod(0o700)
+        _save_state(d, state)  # before building: a crash mid-way can still be cleaned up
         pubs = {}
         for h in plan.hosts:
             (d / "hosts" / h.name).mkdir(parents=True, exist_ok=True)
@@ -164,7 +181,6 @@ def up(
         inventory = _write_client_files(d, plan, pubs)
         sshd.write_hang_bin(d)
         netns.build_switches(plan)
-        netns.build_mgmt(plan)
         for h in plan.hosts:
             netns.build_host(plan, h)
         pids = {h.name: sshd.start_sshd(d, h) for h in plan.hosts if h.sshd}
