@@ -183,6 +183,7 @@ def up(
         netns.build_switches(plan)
         for h in plan.hosts:
             netns.build_host(plan, h)
+        netns.start_flappers(plan)
         pids = {h.name: sshd.start_sshd(d, h) for h in plan.hosts if h.sshd}
     except BaseException:
         down(name)
@@ -225,6 +226,7 @@ def apply_faults(name: str, faults: str | Path | FaultSet | None) -> LabInfo:
     old = _plan_from_state(state, FaultSet.from_dict(state.get("faults")))
     fault_set = _faults(faults)
     plan = _plan_from_state(state, fault_set)
+    netns.stop_flappers(old)
     for t in plan.trunks:
         for port in (t.port_a, t.port_b):
             netns.sh(netns._tbf(plan.switch_ns, port, t.rate_mbit))
@@ -245,6 +247,7 @@ def apply_faults(name: str, faults: str | Path | FaultSet | None) -> LabInfo:
             pids.pop(h.name, None)
             if h.sshd:
                 pids[h.name] = sshd.start_sshd(d, h)
+    netns.start_flappers(plan)
     state.update(sshd_pids=pids, faults=_faults_to_dict(fault_set))
     _save_state(d, state)
     return _info(plan, d, Path(state["inventory"]), pids)

@@ -161,3 +161,37 @@ def build_host(plan: LabPlan, host: HostPlan) -> None:
         sh(["ip", "-n", ns, "addr", "add", f"{nic.ip}/24", "dev", nic.name])
         sh(_tbf(ns, nic.name, nic.rate_mbit))
         sh(["ip", "-n", ns, "link", "set", nic.name, "down" if nic.down else "up"])
+
+
+FLAP_TAG = "fclab-flap"
+_FLAP = (
+    'port=$1; permille=$2; while :; do sleep 1; '
+    'r=$(od -An -N2 -tu2 /dev/urandom | tr -d " "); '
+    'if [ $((r % 1000)) -lt "$permille" ]; then '
+    'ip link set "$port" down; sleep 1; ip link set "$port" up; fi; done'
+)
+
+
+def start_flappers(plan: LabPlan) -> None:
+    """One background loop per flapping link, in the switch namespace (``down`` kills them)."""
+    for port, probability in plan.flapping:
+        subprocess.Popen(
+            ["ip", "netns", "exec", plan.switch_ns, "sh", "-c", _FLAP, FLAP_TAG, port,
+             str(int(round(probability * 1000)))],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def stop_flappers(plan: LabPlan) -> None:
+    """Kill the flapping loops of the lab and bring their ports back up."""
+    for pid in netns_pids(plan.switch_ns):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if FLAP_TAG.encode() in cmd:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

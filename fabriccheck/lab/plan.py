@@ -12,8 +12,9 @@ Layout of a lab named ``N`` (everything carries the prefix, so only our own thin
 
 Every link gets ``tc tbf`` at its ``gbps`` × ``rate_scale`` in both directions. Faults become
 real: ``*_degraded``/``node_slow`` lower a rate, ``*_down`` sets an interface down,
-``node_unreachable`` starts no sshd, ``node_hang`` shadows the probe binaries with a hanging
-script on that host's PATH.
+``link_flapping`` runs a loop in the switch namespace that, each second, takes the link's port
+down for a second with the fault's probability, ``node_unreachable`` starts no sshd,
+``node_hang`` shadows the probe binaries with a hanging script on that host's PATH.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ class LabPlan:
     trunks: tuple[TrunkPlan, ...]
     faults: tuple[str, ...] = ()  # human lines: what was injected and how
     rate_scale: float = 1.0
+    #: (switch-namespace port, probability per second of a 1 s outage) per flapping link
+    flapping: tuple[tuple[str, float], ...] = ()
 
     @property
     def gateway_ip(self) -> str:
@@ -138,8 +141,7 @@ def plan_lab(
     Raises
     ------
     ConfigError
-        Bad name, too many hosts, a NIC name that is not a valid interface name, or a fault the
-        lab cannot make real (``link_flapping``).
+        Bad name, too many hosts, or a NIC name that is not a valid interface name.
     """
     check_name(name)
     if len(topo.nodes) > MAX_HOSTS:
@@ -150,6 +152,7 @@ def plan_lab(
     link_factor: dict[LinkKey, float] = {}
     nic_down: set[str] = set()
     link_down: set[LinkKey] = set()
+    flaps: dict[LinkKey, float] = {}
     notes: list[str] = []
     for f in faults.faults:
         if f.kind == "nic_degraded":
@@ -168,6 +171,10 @@ def plan_lab(
         elif f.kind == "link_down":
             link_down.add(f.link)
             notes.append(f"{f.link[0]} -- {f.link[1]}: ip link set down")
+        elif f.kind == "link_flapping":
+            flaps[f.link] = f.probability
+            notes.append(f"{f.link[0]} -- {f.link[1]}: down for 1 s with p={f.probability:g} "
+                         "each second")
         elif f.kind == "node_unreachable":
             notes.append(f"{f.node}: sshd not running")
         elif f.kind == "node_hang":
@@ -215,9 +222,12 @@ def plan_lab(
         elif not (nic_node(lk.a) in topo.nodes or nic_node(lk.b) in topo.nodes):
             raise ConfigError(f"link {lk.a} -- {lk.b} joins neither a NIC nor two switches",
                               source=topo.source or topo.name)
+    flapping = [(n.port, flaps[lk]) for h in hosts for n in h.nics
+                for lk in flaps if n.endpoint in lk]
+    flapping += [(t.port_a, flaps[t.link]) for t in trunks if t.link in flaps]
     return LabPlan(
         name=name, topology=topo.name, mgmt_net=f"10.220.{mgmt_octet}",
         switch_ns=f"{ns_prefix(name)}.switches", mgmt_bridge=f"{root_prefix(name)}br",
         bridges=bridges, hosts=tuple(hosts), trunks=tuple(trunks), faults=tuple(notes),
-        rate_scale=rate_scale,
+        rate_scale=rate_scale, flapping=tuple(flapping),
     )

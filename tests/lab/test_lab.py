@@ -133,6 +133,29 @@ def test_hung_probe_is_killed_within_timeout_and_leaves_nothing(lab: Lab) -> Non
     assert stray_processes(lab) == {}  # no sleep/iperf3/python left on any host
 
 
+def test_flapping_link_hurts_throughput_until_healed(lab: Lab) -> None:
+    import json
+    from pathlib import Path
+
+    from fabriccheck.lab.netns import FLAP_TAG, netns_pids
+
+    inject(lab, {"kind": "link_flapping", "link": ["host1/eth0", "leaf-1"], "probability": 1.0})
+    with SSHExecutor(lab.inventory, port_base=29640) as ex:
+        (flapping,) = ex.run_round([iperf3("flap", "host1", "host2", duration_s=4)])
+        from fabriccheck import lab as lab_mod
+
+        lab_mod.apply_faults(lab.name, None)
+        switch_ns = f"fclab-{lab.name}.switches"
+        cmdlines = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in netns_pids(switch_ns)]
+        assert not any(FLAP_TAG.encode() in c for c in cmdlines)  # the flapper is gone
+        (healed,) = ex.run_round([iperf3("healed", "host1", "host2")])
+    rates = {}
+    for raw in (flapping, healed):
+        assert raw.exit_code == 0, raw.error
+        rates[raw.test_id] = json.loads(raw.stdout)["end"]["sum_received"]["bits_per_second"]
+    assert rates["flap"] < 0.7e9 < rates["healed"]  # down for 1 s of every 2
+
+
 def test_unreachable_host_is_reported_and_the_rest_completes(lab: Lab) -> None:
     with SSHExecutor(lab.inventory, port_base=29630) as ex:
         assert ex.runner.run("host3", ["true"]).exit_code == 0  # a cached connection to host3
@@ -244,10 +267,9 @@ def test_up_refuses_bad_input_before_touching_anything(tmp_path) -> None:
     with pytest.raises(ConfigError, match="not a lab directory"):
         lab.up("lab-4", name="x1", directory=tmp_path)
     assert precious.read_text() == "keep me"
-    flap = FaultSet.from_dict({"faults": [
-        {"kind": "link_flapping", "link": ["leaf-1", "spine-1"], "probability": 0.5}]})
-    with pytest.raises(ConfigError, match="link_flapping"):
-        lab.up("lab-4", name="x1", faults=flap, directory=tmp_path / "new")
+    bad = FaultSet.from_dict({"faults": [{"kind": "nic_down", "nic": "host1/mlx5_0"}]})
+    with pytest.raises(ConfigError, match="unknown NIC"):
+        lab.up("lab-4", name="x1", faults=bad, directory=tmp_path / "new")
     with pytest.raises(ConfigError, match="cycle|tree"):
         lab.up("roce-rail-64", name="x1", directory=tmp_path / "new")
     assert lab.status("x1")["up"] is False

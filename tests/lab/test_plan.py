@@ -63,10 +63,17 @@ def test_faults_become_rates_states_and_sshd(lab8) -> None:
     assert "python3" in HANG_COMMANDS and "iperf3" in HANG_COMMANDS
 
 
-def test_what_the_lab_cannot_do_is_a_clear_config_error(lab8) -> None:
-    with pytest.raises(ConfigError, match="link_flapping"):
-        plan_lab(lab8, faults({"kind": "link_flapping", "link": ["leaf-1-0", "spine-1"],
-                               "probability": 0.5}))
+def test_flapping_links_get_a_flapper_on_a_switch_port(lab8) -> None:
+    plan = plan_lab(lab8, faults(
+        {"kind": "link_flapping", "link": ["leaf-1-0", "spine-1"], "probability": 0.5},
+        {"kind": "link_flapping", "link": ["host3/eth1", "leaf-1-1"], "probability": 0.1}))
+    trunk = next(t for t in plan.trunks if t.link == ("leaf-1-0", "spine-1"))
+    port = next(n.port for n in plan.host("host3").nics if n.name == "eth1")
+    assert sorted(plan.flapping) == sorted([(trunk.port_a, 0.5), (port, 0.1)])
+    assert plan_lab(lab8).flapping == ()
+
+
+def test_bad_names_are_clear_config_errors(lab8) -> None:
     with pytest.raises(ConfigError, match="unknown NIC"):
         plan_lab(lab8, faults({"kind": "nic_down", "nic": "host1/mlx5_0"}))
     for bad in ("Lab", "toolongname", "a-b", ""):
