@@ -42,7 +42,9 @@ class SweepPolicy:
     peer_min_drop: float = 0.10
     #: share of a round's tests below the floor above which the fabric, not nodes, is reported
     fabric_slow_fraction: float = 0.5
-    #: cross-leaf flows per leaf and round on RoCE, as a share of the leaf's uplinks
+    #: RoCE: cross-leaf flows per leaf, direction and round as a share of the leaf's uplinks
+    #: (at least 1). Two flows leaving one leaf may hash onto the same uplink and halve each
+    #: other: such failures clear no device and implicate no link (see inference.attribute).
     roce_cross_share: float = 0.25
     seed: int = 0
 
@@ -71,7 +73,7 @@ class SweepPolicy:
 
 def GatePolicy(**changes: object) -> SweepPolicy:  # noqa: N802 - a policy preset, reads as a type
     """The gate preset: one parallel round, a second only if something failed, hard budget."""
-    base = SweepPolicy(mode="gate", sweep_rounds=1, max_rounds=3,
+    base = SweepPolicy(mode="gate", sweep_rounds=1, max_rounds=2,
                        second_round_only_on_failure=True, budget_s=300.0)
     return replace(base, **changes)  # type: ignore[arg-type]
 

@@ -127,20 +127,21 @@ def infer(
     for o in fails:
         if o.test.test_id in retested_ok:
             inf.glitches.append(o.test.test_id)
-        elif o.test.test_id not in ambiguous:
+        else:
             live.append(o)
     cands: list[list[Comp]] = []
     for o in live:
         c: list[Comp] = [("node", n) for n in o.test.nodes if n not in inf.good_nodes]
         c += [("nic", x) for x in o.test.nics if x not in inf.good_nics]
-        links = set().union(*(view.flow_links(f)[1] for f in o.test.flows)) if o.test.flows \
-            else set()
+        # a possible ECMP collision says nothing about links (devices must still be cleared)
+        links = set().union(*(view.flow_links(f)[1] for f in o.test.flows)) \
+            if o.test.flows and o.test.test_id not in ambiguous else set()
         c += [("link", link_name(lk)) for lk in sorted(links - good_links)]
         cands.append(c)
-    chosen = _hitting_set(cands)
+    chosen = _hitting_set(cands, [set(o.test.nodes) for o in live])
     by_comp: dict[Comp, list[Observation]] = defaultdict(list)
     for o, c in zip(live, cands, strict=True):
-        if not c:
+        if not c and o.test.test_id not in ambiguous:
             inf.glitches.append(o.test.test_id)
         for comp in c:
             by_comp[comp].append(o)
@@ -153,13 +154,34 @@ def infer(
             link_obs.append((o, [_key(x[1]) for x in c if x[0] == "link"]))
         elif comp[0] == "node" and o.test.group_size > 2 and not _pairs_back(comp[1], by_comp):
             inf.unexplained_groups.append(o)
+    pinned = _pinned(live, cands)
     for comp in sorted(set(chosen.values())):
         if comp[0] == "node":
-            _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails)
+            _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails,
+                        pinned)
         elif comp[0] == "nic":
-            _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails)
+            _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned)
+    _co_suspects(live, cands, chosen, inf)
     inf.links = localize_links(link_obs, ib=view.fabric == "infiniband")
     return inf
+
+
+def _co_suspects(live, cands, chosen, inf: Inference) -> None:
+    """Other un-cleared nodes/NICs of a failing test whose culprit is still only a suspect are
+    suspects too, so one confirmation round settles all of them (not one per round)."""
+    settled = set(inf.bad_nodes) | set(inf.bad_nics)
+    for i, (o, c) in enumerate(zip(live, cands, strict=True)):
+        comp = chosen.get(i)
+        if comp is None or comp[0] == "link" or comp[1] in settled:
+            continue
+        for kind, name in c:
+            if (kind, name) == comp:
+                continue
+            why = f"shares failing test {o.test.test_id} with suspect {comp[1]}; needs confirmation"
+            if kind == "nic" and name not in inf.nic_suspects and name not in inf.bad_nics:
+                inf.nic_suspects[name] = Verdict("nic", name, SUSPECT, why, (o.test.test_id,))
+            elif kind == "node" and name not in inf.node_suspects and name not in inf.bad_nodes:
+                inf.node_suspects[name] = Verdict("node", name, SUSPECT, why, (o.test.test_id,))
 
 
 def _key(name: str) -> LinkKey:
@@ -172,25 +194,44 @@ def _pairs_back(node: str, by_comp: dict[Comp, list[Observation]]) -> bool:
     return any(o.test.group_size <= 2 for o in by_comp[("node", node)])
 
 
-def _hitting_set(cands: list[list[Comp]]) -> dict[int, Comp]:
-    """Greedy minimum hitting set: observation index -> the component chosen to explain it."""
+def _hitting_set(cands: list[list[Comp]], partners: list[set[str]]) -> dict[int, Comp]:
+    """Greedy minimum hitting set: observation index -> the component chosen to explain it.
+
+    Devices first: a node or NIC that failed with at least two different partners and never
+    passed explains its failures before any link does (a node failing everywhere is the node,
+    even when all its flows happen to share an uplink). Then the fewest components, preferring
+    nodes to NICs to links on ties.
+    """
     covers: dict[Comp, set[int]] = defaultdict(set)
     for i, c in enumerate(cands):
         for comp in c:
             covers[comp].add(i)
+    strong = {
+        comp for comp, idx in covers.items() if comp[0] != "link"
+        and len(set().union(*(partners[i] for i in idx)) - {comp[1].split("/", 1)[0]}) >= 2
+    }
     left = {i for i, c in enumerate(cands) if c}
     out: dict[int, Comp] = {}
-    while left:
-        best = max(
-            covers,
-            key=lambda k: (len(covers[k] & left), -_PRIORITY[k[0]], k[1]),
-        )
-        got = covers[best] & left
-        if not got:
-            break
-        for i in got:
-            out[i] = best
-        left -= got
+    for pool in (strong, set(covers)):
+        while left and pool:
+            best = max(pool, key=lambda k: (len(covers[k] & left), -_PRIORITY[k[0]], k[1]))
+            got = covers[best] & left
+            if not got:
+                break
+            for i in got:
+                out[i] = best
+            left -= got
+    return out
+
+
+def _pinned(live: list[Observation], cands: list[list[Comp]]) -> dict[str, str]:
+    """Failing test id -> the one node its failure can only come from (every un-cleared
+    candidate is that node or one of its NICs: no link, no other node is left to blame)."""
+    out: dict[str, str] = {}
+    for o, c in zip(live, cands, strict=True):
+        owners = {name.split("/", 1)[0] if kind != "link" else "" for kind, name in c}
+        if len(owners) == 1 and "" not in owners:
+            out[o.test.test_id] = owners.pop()
     return out
 
 
@@ -199,12 +240,14 @@ def _partners(node: str, obs: Sequence[Observation]) -> set[str]:
 
 
 def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: int,
-                confirmed_min: int) -> None:
+                confirmed_min: int, pinned: dict[str, str]) -> None:
     partners = _partners(node, obs)
     rails = {f.src.split("/", 1)[1] for o in obs for f in o.test.flows
              if nic_node(f.src) == node} | {f.dst.split("/", 1)[1] for o in obs
                                              for f in o.test.flows if nic_node(f.dst) == node}
-    confirmed = any(o.test.purpose in ("confirm", "bisect") for o in obs)
+    # a confirmation convicts only when nothing else on its path is left to blame
+    confirmed = any(o.test.purpose in ("confirm", "bisect") and pinned.get(o.test.test_id) == node
+                    for o in obs)
     strong = len(obs) >= min_fails and (len(rails) >= 2 or len(obs) >= 2 * min_fails)
     ids = tuple(o.test.test_id for o in obs)
     vals = ", ".join(_fmt(o) for o in obs[:4])
@@ -217,10 +260,12 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
                                           ids)
 
 
-def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int) -> None:
+def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int,
+               pinned: dict[str, str]) -> None:
     node = nic_node(nic)
     partners = _partners(node, obs)
-    confirmed = any(o.test.purpose == "confirm" for o in obs)
+    confirmed = any(o.test.purpose == "confirm" and pinned.get(o.test.test_id) == node
+                    for o in obs)
     ids = tuple(o.test.test_id for o in obs)
     vals = ", ".join(_fmt(o) for o in obs[:4])
     other = "its node's other rails pass" if node in inf.good_nodes else "single-rail node"

@@ -102,9 +102,12 @@ def evaluate_peers(
     z: float = 4.0,
     min_drop: float = 0.10,
     slow_fraction: float = 0.5,
-    min_peers: int = 8,
+    min_peers: int = 16,
 ) -> tuple[list[Observation], list[str]]:
     """Compare a round's measurements with their peers (same probe and group size).
+
+    Only ``sweep`` tests are compared: confirmations, retests and bisection steps are aimed at
+    suspects on purpose, so they are no unbiased sample of the fabric (the floor judges them).
 
     Returns the re-judged observations (same order) and fabric-level warnings. A value counts as
     an outlier when it is both ``z`` robust standard deviations (1.4826 x MAD) and ``min_drop``
@@ -113,7 +116,7 @@ def evaluate_peers(
 
     >>> from fabriccheck.models import Test
     >>> obs = [Observation(Test(f"t{i}", "ib_write_bw", ("a", "b")), "pass", value=390.0 + i % 3,
-    ...                    floor=335.0) for i in range(9)]
+    ...                    floor=335.0) for i in range(19)]
     >>> obs.append(Observation(Test("slow", "ib_write_bw", ("c", "d")), "pass", value=340.0,
     ...                        floor=335.0))
     >>> judged, warnings = evaluate_peers(obs)
@@ -124,7 +127,8 @@ def evaluate_peers(
     warnings: list[str] = []
     groups: dict[tuple[str, int], list[int]] = defaultdict(list)
     for i, o in enumerate(out):
-        if o.status in (PASS, FAIL) and o.value is not None and o.unit != "us":
+        if (o.status in (PASS, FAIL) and o.value is not None and o.unit != "us"
+                and o.test.purpose in ("sweep", "scale", "gate")):
             groups[(o.test.probe, o.test.group_size)].append(i)
     for (probe, size), idx in sorted(groups.items()):
         if len(idx) < min_peers:

@@ -20,8 +20,8 @@ from fabriccheck.models import LinkKey, Observation
 class LinkGroup:
     """Links that explain the same failing observations.
 
-    ``bad`` when it is a single link with at least two failing observations of which one is a
-    retest or localization probe (a failure seen again, not two unrelated glitches).
+    ``bad`` when it is a single link that failed flows of at least two different node pairs,
+    one of them a retest or localization probe (seen again, not unrelated glitches).
     """
 
     candidates: tuple[LinkKey, ...]
@@ -88,7 +88,7 @@ def localize_links(
         pairs = {frozenset(o.test.nodes) for o in obs}
         confirmed = any(o.test.purpose in ("confirm", "localize") for o in obs)
         single = len(cands) == 1
-        bad = single and confirmed and len(obs) >= 2 and (len(pairs) >= 2 or len(obs) >= 3)
+        bad = single and confirmed and len(pairs) >= 2
         out.append(LinkGroup(
             candidates=cands,
             evidence=tuple(o.test.test_id for o in obs),

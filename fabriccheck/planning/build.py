@@ -118,6 +118,11 @@ class RoundBuilder:
         if len(set(nodes)) != len(nodes) or not all(self.node_free(n) for n in nodes):
             return None
         rails = sorted(set.intersection(*(set(self.view.rails_of[n]) for n in nodes)))
+        flows = ring_flows(nodes, rails, self.view)
+        att = self.view.topology.attachment
+        cross = [(f.src, f.dst) for f in flows if att.get(f.src) != att.get(f.dst)]
+        if cross and not self.budget.fits_flows(cross):
+            return None  # its ring would share a link with another test of this round
         ps = self.spec.lookup(probe, len(nodes))
         p: dict[str, object] = {
             "size_bytes": ps.size_bytes,
@@ -132,7 +137,7 @@ class RoundBuilder:
             test_id=self._id(),
             probe=probe,
             nodes=nodes,
-            flows=ring_flows(nodes, rails, self.view),
+            flows=flows,
             round=self.round_no,
             purpose=purpose,
             timeout_s=self.timeout_s,

@@ -30,6 +30,7 @@ class BisectTask:
     size: int
     origin: str
     depth: int = 0
+    split: bool = True  # False: test the suspects as one part (a part that found no room)
 
 
 def bisect_round_bound(n: int) -> int:
@@ -60,8 +61,14 @@ class GoodPool:
         random.Random(f"pool:{seed}:{round_no}").shuffle(self.free)
 
     def take_nic_partner(self, nic: str, rail: int, b: RoundBuilder, good_nics: set[str],
-                         exclude: set[str], way: str | None = None) -> str | None:
-        """A known-good node whose rail-``rail`` NIC is free, on ``nic``'s leaf if possible."""
+                         exclude: set[str], way: str | None = None,
+                         local: Sequence[str] = ()) -> str | None:
+        """A partner for a confirmation on ``nic``'s rail, whose NIC is free this round.
+
+        First a known-good node on ``nic``'s leaf (the test then crosses no switch link, so a
+        failure can only be the suspect); then any other node of ``local`` on that leaf (a pass
+        clears both; a failure convicts nobody); then a known-good node elsewhere.
+        """
         att = self.view.topology.attachment
         leaf = att.get(nic)
         best = None
@@ -74,20 +81,37 @@ class GoodPool:
                 return node
             if best is None:
                 best = node
+        for node in sorted(local):
+            other = self.view.rails_of[node].get(rail)
+            if (node not in exclude and other is not None and att.get(other) == leaf
+                    and b.nic_free(other, way)):
+                return node
         return best
+
+    def give_back(self, nodes: Sequence[str]) -> None:
+        self.free = [*nodes, *self.free]
+
+    def available(self, b: RoundBuilder) -> int:
+        return sum(1 for n in self.free if b.node_free(n))
 
     def take_nodes(self, k: int, b: RoundBuilder, near: Sequence[str] = ()) -> list[str]:
         """``k`` free known-good nodes (same pod as ``near`` first); fewer if not enough."""
         pods = {self.view.pod(n) for n in near}
         free = [n for n in self.free if b.node_free(n)]
-        free.sort(key=lambda n: self.view.pod(n) not in pods)
+        # same pod first, then whole pods (few leaves on the ring: few uplinks to reserve)
+        count: dict[tuple[str, ...], int] = {}
+        for n in free:
+            count[self.view.pod(n)] = count.get(self.view.pod(n), 0) + 1
+        free.sort(key=lambda n: (self.view.pod(n) not in pods, count[self.view.pod(n)] < k,
+                                 self.view.pod(n)))
         got = free[:k]
         taken = set(got)
         self.free = [n for n in self.free if n not in taken]
         return got
 
 
-def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str]) -> int:
+def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
+                     local: Sequence[str] = ()) -> int:
     """Client and server tests of a suspect NIC against known-good same-leaf partners."""
     node = nic_node(nic)
     rail = b.view.topology.nics[nic].rail
@@ -95,7 +119,7 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
     used: set[str] = {node}
     for direction in ("client", "server"):
         way = "rx" if direction == "client" else "tx"  # what the partner's NIC does
-        partner = pool.take_nic_partner(nic, rail, b, good_nics, used, way)
+        partner = pool.take_nic_partner(nic, rail, b, good_nics, used, way, local)
         if partner is None:
             break
         used.add(partner)
@@ -106,7 +130,7 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
 
 
 def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
-                      *, hang: bool = False) -> int:
+                      *, hang: bool = False, local: Sequence[str] = ()) -> int:
     """Confirmation of a suspect node: every rail both ways (one test for a hang suspect)."""
     rails = sorted(b.view.rails_of[node])
     if hang:
@@ -121,7 +145,7 @@ def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set
         for r in rails:
             nic = b.view.rails_of[node][r]
             way = "rx" if direction == "client" else "tx"
-            partner = pool.take_nic_partner(nic, r, b, good_nics, {node}, way)
+            partner = pool.take_nic_partner(nic, r, b, good_nics, {node}, way, local)
             if partner is None:
                 continue
             client, server = (node, partner) if direction == "client" else (partner, node)
@@ -137,52 +161,61 @@ def plan_link_probes(
     good_nics: set[str],
     *,
     seed: int,
-    search_limit: int = 400,
+    search_limit: int = 2000,
 ) -> int:
     """Localization tests for one candidate set of links.
 
-    InfiniBand, one candidate: retest the failing flows ``(test_id, src_nic, dst_nic)`` on the
-    same route (a pass means the first failure was a glitch). Several candidates: per candidate,
-    a flow between known-good NICs whose route crosses it and no other candidate. RoCE: fresh
-    flows between the two leaves (see :func:`_roce_leaf_probes`).
+    InfiniBand: per candidate, a flow between known-good NICs (a node pair not seen failing yet)
+    whose route crosses it and no other candidate; with one candidate also a retest of the first
+    failing flow ``(test_id, src_nic, dst_nic)`` on the same route (a pass means a glitch).
+    RoCE: fresh flows between the two leaves (see :func:`_roce_leaf_probes`).
     """
     made = 0
     view = b.view
-    ib = view.fabric == "infiniband"
-    if not ib:
+    if view.fabric != "infiniband":
         return _roce_leaf_probes(flows, b, good_nics, seed)
-    if len(candidates) < 2:  # one candidate: the question is only "glitch or real?"
-        for test_id, src, dst in flows[:2]:
+    seen = {frozenset((nic_node(s), nic_node(d))) for _, s, d in flows}
+    if len(candidates) < 2 or len(flows) < 2:  # "glitch or real?": the same route again
+        for test_id, src, dst in flows[:1]:
             t = b.add_flow(nic_node(src), nic_node(dst), view.topology.nics[src].rail,
                            "localize", retest_of=test_id)
             made += t is not None
-        return made
-    cand = set(candidates)
     rng = random.Random(f"probe:{seed}:{b.round_no}")
-    att = view.topology.attachment
     for link in candidates[:8]:
-        leaf_nics = [n for n, sw in att.items() if sw in link and n in good_nics and b.nic_free(n)]
-        others = [n for n in good_nics if b.nic_free(n)]
-        rng.shuffle(leaf_nics)
-        rng.shuffle(others)
-        tries = 0
-        done = False
-        for s in leaf_nics:
-            for d in others:
-                tries += 1
-                if tries > search_limit or done:
-                    break
-                if s == d or view.topology.nics[s].rail != view.topology.nics[d].rail:
-                    continue
-                route = view.route_links(s, d) if ib else set()
-                if link in route and not (route & (cand - {link})):
-                    if b.add_flow(nic_node(s), nic_node(d), view.topology.nics[s].rail,
-                                  "localize", probe_of=f"{link[0]} -- {link[1]}"):
-                        made += 1
-                        done = True
-            if done or tries > search_limit:
-                break
+        made += _probe_one(link, set(candidates), b, good_nics, seen, rng, search_limit)
     return made
+
+
+def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: set[str],
+               seen: set[frozenset[str]], rng: random.Random, search_limit: int) -> int:
+    """One known-good flow whose route crosses ``link`` (either way) and no other candidate."""
+    view = b.view
+    att = view.topology.attachment
+    near = sorted(n for n, sw in att.items() if sw in link and n in good_nics)
+    rng.shuffle(near)
+    by_rail: dict[int, list[str]] = {}
+    for n in sorted(good_nics):
+        by_rail.setdefault(view.topology.nics[n].rail, []).append(n)
+    tries = 0
+    for a in near:
+        rail = view.topology.nics[a].rail
+        others = by_rail.get(rail, [])[:]
+        rng.shuffle(others)
+        for o in others[:64]:
+            tries += 1
+            if tries > search_limit:
+                return 0
+            for s, d in ((a, o), (o, a)):
+                if s == d or frozenset((nic_node(s), nic_node(d))) in seen:
+                    continue
+                if not (b.nic_free(s, "tx") and b.nic_free(d, "rx")):
+                    continue
+                route = view.route_links(s, d)
+                if link in route and not (route & (cand - {link})):
+                    if b.add_flow(nic_node(s), nic_node(d), rail, "localize",
+                                  probe_of=f"{link[0]} -- {link[1]}"):
+                        return 1
+    return 0
 
 
 def _roce_leaf_probes(flows, b: RoundBuilder, good_nics: set[str], seed: int) -> int:
@@ -211,21 +244,31 @@ def _roce_leaf_probes(flows, b: RoundBuilder, good_nics: set[str], seed: int) ->
     return made
 
 
-def plan_bisect(task: BisectTask, b: RoundBuilder, pool: GoodPool) -> list[tuple[str, tuple]]:
+def plan_bisect(task: BisectTask, b: RoundBuilder, pool: GoodPool
+                ) -> tuple[list[tuple[str, tuple]], list[tuple[str, ...]]]:
     """One bisection step: both halves of ``task``, padded back to ``task.size`` nodes.
 
-    Returns ``(test_id, half)`` for every test planned (a half that could not be placed is
-    skipped and retried next round).
+    When enough known-good nodes are free to pad every suspect on its own, each suspect gets its
+    own padded group instead (all in this round: the culprit in one step, not ``log2(k)``).
+    Returns ``(test_id, part)`` for every test planned, and the parts that found no room this
+    round (no free padding, or their ring would share a link): plan them again next round.
     """
     out = []
-    for half in split_halves(task.suspects):
+    left: list[tuple[str, ...]] = []
+    parts: Sequence[tuple[str, ...]] = (split_halves(task.suspects) if task.split
+                                        else [tuple(task.suspects)])
+    if (task.split and len(task.suspects) > 2
+            and pool.available(b) >= len(task.suspects) * (task.size - 1)):
+        parts = [(n,) for n in task.suspects]
+    for half in parts:
         if not half:
             continue
         pad = pool.take_nodes(max(0, task.size - len(half)), b, near=half)
         group = tuple(half) + tuple(pad)
-        if len(group) < 2:
-            continue
-        t = b.add_group(group, "bisect", bisect_of=task.origin)
-        if t is not None:
+        t = b.add_group(group, "bisect", bisect_of=task.origin) if len(group) >= 2 else None
+        if t is None:
+            pool.give_back(pad)
+            left.append(tuple(half))
+        else:
             out.append((t.test_id, half))
-    return out
+    return out, left

@@ -77,7 +77,10 @@ class CrossBudget:
 
     def fits(self, a: str, b: str, rail: int | None = None, *, force: bool = False) -> bool:
         """Reserve the links of a cross pair a -> b if they fit (``force``: reserve anyway)."""
-        flows = self._flows(a, b, rail)
+        return self.fits_flows(self._flows(a, b, rail), force=force)
+
+    def fits_flows(self, flows: list[tuple[str, str]], *, force: bool = False) -> bool:
+        """Reserve the links of NIC flows ``(src, dst)`` if none is taken (all or nothing)."""
         if self.view.fabric == "infiniband":
             links: set[tuple[str, str]] = set()
             for s, d in flows:
@@ -112,7 +115,7 @@ def plan_pairs(
     rail: int | None = None,
     avoid: Iterable[frozenset[str]] = (),
     prev_cross: Iterable[str] = (),
-    roce_cross_share: float = 0.25,
+    roce_cross_share: float = 0.0,
     budget: CrossBudget | None = None,
     search_limit: int = 24,
 ) -> PairPlan:
@@ -186,7 +189,7 @@ def plan_rail_pairs(
     seed: int = 0,
     avoid: dict[int, set[frozenset[str]]] | None = None,
     prev_cross: dict[int, frozenset[str]] | None = None,
-    roce_cross_share: float = 0.25,
+    roce_cross_share: float = 0.0,
 ) -> dict[int, PairPlan]:
     """Pair every rail's NICs independently (rail-aligned ``ib_write_bw`` pairs), one shared
     link budget for the round, so a node meets a different partner on each rail."""

@@ -39,6 +39,7 @@ def test_nic_needs_two_partners_and_a_confirmation():
                                                                   rnd=2)]
     obs += [flow_obs("node-001", "node-004", r) for r in (0, 2, 3)]  # other rails pass
     obs += [flow_obs("node-002", "node-005", 1, rnd=2), flow_obs("node-003", "node-006", 1)]
+    obs += [flow_obs("node-007", "node-009", 1, rnd=2), flow_obs("node-010", "node-008", 1)]
     inf = infer(obs, VIEW)
     assert "node-001/mlx5_1" in inf.nic_suspects and not inf.bad_nics, "no blame before confirm"
     obs += [flow_obs("node-001", "node-007", 1, "fail", rnd=3, purpose="confirm"),
@@ -150,7 +151,13 @@ def test_roce_possible_collisions_are_set_aside():
     b = flow_obs(nodes[1], nodes[21], 0, "fail", value=196.0, view=ROCE)
     inf = infer([a, b], ROCE)
     assert set(inf.ambiguous) == {a.test.test_id, b.test.test_id}
-    assert not inf.nic_suspects and not inf.links
+    assert not inf.links, "a possible collision implicates no link"
+    assert not inf.bad_nodes and not inf.bad_nics  # devices: only suspects, to be confirmed
+    cleared = [a, b] + [flow_obs(n, m, 0, view=ROCE, rnd=2) for n, m in
+                        [(nodes[0], nodes[5]), (nodes[20], nodes[25]), (nodes[1], nodes[6]),
+                         (nodes[21], nodes[26])]]
+    inf = infer(cleared, ROCE)
+    assert not (inf.nic_suspects or inf.node_suspects or inf.links or inf.glitches)
 
 
 def test_roce_link_candidates_are_a_set_with_its_size():

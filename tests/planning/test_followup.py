@@ -80,8 +80,9 @@ def test_ib_link_probe_crosses_exactly_one_candidate():
     src, dst = "node-001/mlx5_0", "node-020/mlx5_0"
     route = sorted(view.route_links(src, dst))
     assert len(route) == 2
-    made = plan_link_probes([("r1-00001", src, dst)], route, b, set(view.topology.nics), seed=0)
-    assert made == 2  # one probe per candidate
+    flows = [("r1-00001", src, dst), ("r2-00007", "node-002/mlx5_0", "node-021/mlx5_0")]
+    made = plan_link_probes(flows, route, b, set(view.topology.nics), seed=0)
+    assert made == 2  # one probe per candidate (two failures seen: no retest needed)
     for t in b.tests:
         assert "probe_of" in t.params
         links = view.route_links(t.flows[0].src, t.flows[0].dst)
@@ -89,8 +90,9 @@ def test_ib_link_probe_crosses_exactly_one_candidate():
         assert att[t.flows[0].src] != att[t.flows[0].dst]
     b2 = builder(view)
     assert plan_link_probes([("r1-00001", src, dst)], route[:1], b2, set(view.topology.nics),
-                            seed=0) == 1
+                            seed=0) == 2  # retest + a probe through the link the other way
     assert b2.tests[0].params["retest_of"] == "r1-00001" and b2.tests[0].flows[0].src == src
+    assert b2.tests[1].params["probe_of"] == f"{route[0][0]} -- {route[0][1]}"
 
 
 def test_split_and_bound():
@@ -103,16 +105,29 @@ def test_split_and_bound():
 def test_bisect_pads_halves_to_group_size(size):
     view = make_view()
     suspects = tuple(sorted(view.topology.nodes)[:size])
-    good = set(view.topology.nodes) - set(suspects)
+    good = set(sorted(set(view.topology.nodes) - set(suspects))[:size])  # room for halves only
     b = builder(view)
-    out = plan_bisect(BisectTask(suspects, size, "r1-00001"), b, GoodPool(good, view, 0, 3))
-    assert len(out) == 2
+    out, left = plan_bisect(BisectTask(suspects, size, "r1-00001"), b,
+                            GoodPool(good, view, 0, 3))
+    assert len(out) == 2 and not left
     halves = [h for _, h in out]
     assert set(halves[0]) | set(halves[1]) == set(suspects)
     for t in b.tests:
         assert t.group_size == size and t.purpose == "bisect"
         assert set(t.nodes) - set(suspects) <= good
     assert not set(b.tests[0].nodes) & set(b.tests[1].nodes)
+
+
+def test_bisect_tests_every_suspect_alone_when_padding_allows():
+    view = make_view()
+    suspects = tuple(sorted(view.topology.nodes)[:8])
+    good = set(view.topology.nodes) - set(suspects)  # 56 = 8 x 7 padding nodes
+    b = builder(view)
+    out, left = plan_bisect(BisectTask(suspects, 8, "r1-00001"), b, GoodPool(good, view, 0, 3))
+    assert out and sorted([p for _, p in out] + left) == [(n,) for n in suspects]
+    assert all(t.group_size == 8 and len(set(t.nodes) & set(suspects)) == 1 for t in b.tests)
+    hops = [h for t in b.tests for f in t.flows for h in view.directed_hops(f.src, f.dst)]
+    assert len(hops) == len(set(hops)), "concurrent bisection rings must not share a link"
 
 
 def test_ring_flows_per_rail():

@@ -171,4 +171,4 @@ def test_property_rounds_are_valid(nodes, per_leaf, spines, rails, fabric, seed,
     for rail in r1:
         assert not {pair_key(*p) for p in r1[rail].pairs} & {pair_key(*p) for p in r2[rail].pairs}
         # leftovers only when the pairing is impossible without repeats or shared links
-        assert len(r1[rail].leftovers) <= max(1, len(subset) // 4)
+        assert len(r1[rail].leftovers) <= max(2, len(subset) // 3)

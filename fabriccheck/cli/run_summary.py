@@ -1,0 +1,106 @@
+"""The human summary of a run: what was found, and why (evidence), printed with rich."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from fabriccheck.models import RunResult
+
+
+def print_summary(result: RunResult, console: Console) -> None:
+    """Print the findings of ``result`` with their reasons and evidence test ids."""
+    found = [v for v in result.verdicts if v.state not in ("healthy", "untested")]
+    head = "[bold green]healthy[/]" if not found and not result.fabric_warnings else (
+        "[bold red]faults found[/]" if found else "[bold yellow]fabric warnings[/]")
+    console.print(
+        f"\n{head}: {result.mode} of {len(result.nodes)} nodes in {result.rounds} rounds, "
+        f"{result.tests} tests, {result.test_seconds:.0f} s of test time "
+        f"({result.wall_seconds:.2f} s wall)", highlight=False)
+    order = {"bad": 0, "unreachable": 1, "suspect": 2}
+    for v in sorted(found, key=lambda v: (order.get(v.state, 3), v.kind != "node", v.name)):
+        if v.kind == "node" and v.reason.startswith("drained for its bad NIC"):
+            continue  # said by the NIC line
+        state = {"bad": "[bold red]bad[/]", "suspect": "[yellow]suspect[/]",
+                 "unreachable": "[magenta]unreachable[/]"}.get(v.state, v.state)
+        if v.kind == "node" and v.reason.startswith("hung"):
+            state = "[bold red]hung[/]"
+        name = describe_links(v.name) if v.kind == "link" else v.name
+        console.print(f"  {state} {v.kind} [bold]{name}[/]", highlight=False)
+        why = v.reason.removeprefix("hung: ")
+        console.print(f"      why: {why}", highlight=False, soft_wrap=False)
+        if v.evidence:
+            more = f" (+{len(v.evidence) - 6} more)" if len(v.evidence) > 6 else ""
+            console.print(f"      [dim]evidence: {', '.join(v.evidence[:6])}{more}[/]",
+                          highlight=False)
+    for w in result.fabric_warnings:
+        console.print(f"[yellow]fabric warning:[/] {w}", highlight=False)
+    if result.drain:
+        console.print(f"[bold]drain:[/] {', '.join(result.drain)}", highlight=False)
+    if result.unreachable:
+        console.print(f"[bold]unreachable (not drained, check the host):[/] "
+                      f"{', '.join(result.unreachable)}", highlight=False)
+    for s in result.link_suspects:
+        console.print(f"[bold]link suspects:[/] one of {s['size']} link(s) explains "
+                      f"{len(s.get('evidence', []))} failing flows: "
+                      + describe_links(" | ".join(" -- ".join(c) for c in s["candidates"])),
+                      highlight=False)
+    glitches = result.extra.get("glitches") or []
+    if glitches:
+        console.print(f"[dim]{len(glitches)} single low test(s) not reproduced: treated as "
+                      f"noise, nobody blamed ({', '.join(glitches[:5])}"
+                      f"{' …' if len(glitches) > 5 else ''})[/]", highlight=False)
+    stop = result.extra.get("stop_reason")
+    if stop:
+        console.print(f"[yellow]stopped:[/] {stop}", highlight=False)
+    if result.extra.get("report"):
+        console.print(f"report: {result.extra['report']}", highlight=False)
+
+
+def describe_links(name: str) -> str:
+    """``a -- s1 | a -- s2 | b -- s1`` as ``a -- s[1-2], b -- s1`` (links grouped by end).
+
+    >>> describe_links("leaf-0-2 -- spine-0 | leaf-0-2 -- spine-1 | leaf-1-2 -- spine-0")
+    'leaf-0-2 -- spine-[0-1], leaf-1-2 -- spine-0'
+    """
+    from fabriccheck.inventory.static import compress_nodes
+
+    name = name.split(" | ...")[0]
+    ends: dict[str, list[str]] = {}
+    for part in name.split(" | "):
+        a, _, b = part.partition(" -- ")
+        ends.setdefault(a, []).append(b)
+    return ", ".join(f"{a} -- {compress_nodes(bs)}" for a, bs in ends.items())
+
+
+def print_truth(result: RunResult, faults_path: str, console: Console) -> None:
+    """Demo: compare the findings with the injected faults (the simulator's ground truth)."""
+    from fabriccheck.faults import load_faults
+
+    fs = load_faults(faults_path)
+    rows = []
+    for f in fs.faults:
+        target = f.target
+        if f.kind in ("nic_degraded", "nic_down"):
+            ok = f.nic in result.bad_nics
+        elif f.kind == "node_hang":
+            ok = f.node in result.hung
+        elif f.kind == "node_unreachable":
+            ok = f.node in result.unreachable
+        elif f.kind == "node_slow":
+            ok = f.node in result.bad_nodes
+        else:
+            key = tuple(sorted(f.link))  # type: ignore[arg-type]
+            exact = any(tuple(sorted(lk)) == key for lk in result.bad_links)
+            near = any(list(key) in [sorted(c) for c in s["candidates"]]
+                       for s in result.link_suspects)
+            ok = "exact" if exact else ("in a candidate set" if near else False)
+        name = target if isinstance(target, str) else " -- ".join(target)
+        mark = "[green]found[/]" if ok is True else (f"[green]{ok}[/]" if ok else "[red]missed[/]")
+        rows.append((f.kind, name, mark))
+    table = Table(title="injected faults (ground truth) vs found", header_style="bold")
+    for col in ("fault", "where", "found"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*r)
+    console.print(table)
