@@ -264,3 +264,25 @@ def test_a_wedged_host_cannot_block_a_test_past_its_limits(tmp_path: Path) -> No
     assert runner.run("w", ["true"]).exit_code == 0  # reconnects once the host answers again
     runner.close()
     c.stop()
+
+
+def test_factory_builds_the_ssh_executor_and_refuses_what_it_cannot_do(
+    cluster: FakeCluster,
+) -> None:
+    from fabriccheck.errors import ConfigError
+    from fabriccheck.executors.factory import make_executor
+    from fabriccheck.faults import FaultSet
+    from fabriccheck.topology.load import load_topology
+
+    topo = load_topology("lab-4")
+    ex = make_executor("ssh", topology=topo, inventory=load_inventory(cluster.inventory_path))
+    assert isinstance(ex, SSHExecutor) and ex.name == "ssh"
+    ex.close()
+    ex = make_executor("ssh", topology=topo, inventory=str(cluster.inventory_path))
+    assert set(ex.inventory.hosts) == {"a", "b", "c"}
+    ex.close()
+    with pytest.raises(ConfigError, match="needs an inventory"):
+        make_executor("ssh", topology=topo)
+    hang = FaultSet.from_dict({"faults": [{"kind": "node_hang", "node": "host1"}]})
+    with pytest.raises(ConfigError, match="cannot inject faults"):
+        make_executor("ssh", topology=topo, faults=hang, inventory=str(cluster.inventory_path))
