@@ -167,7 +167,7 @@ def up(
         netns.build_mgmt(plan)  # claims the subnet (removed by down's prefix scan)
     state = {"name": name, "dir": str(d), "topology": str(Path(topo.source).resolve()),
              "mgmt_octet": int(plan.mgmt_net.split(".")[2]), "rate_scale": rate_scale,
-             "faults": None, "sshd_pids": {}}
+             "faults": None, "sshd_pids": {}, "creator_pid": os.getpid()}
     try:
         if d.exists():
             shutil.rmtree(d)
@@ -251,6 +251,21 @@ def apply_faults(name: str, faults: str | Path | FaultSet | None) -> LabInfo:
     state.update(sshd_pids=pids, faults=_faults_to_dict(fault_set))
     _save_state(d, state)
     return _info(plan, d, Path(state["inventory"]), pids)
+
+
+def registered_labs() -> dict[str, dict[str, Any]]:
+    """Every lab with a registry pointer: name -> its saved state ({} when unreadable)."""
+    out: dict[str, dict[str, Any]] = {}
+    if not REGISTRY.is_dir():
+        return out
+    for p in REGISTRY.iterdir():
+        if p.name.startswith("."):
+            continue
+        try:
+            out[p.name] = json.loads((Path(p.read_text().strip()) / "state.json").read_text())
+        except (OSError, ValueError):
+            out[p.name] = {}
+    return out
 
 
 def enter_argv(name: str, host: str) -> list[str]:

@@ -8,6 +8,7 @@ built by the first user, removed by the last.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,26 @@ class Lab:
 
 
 _SHARED: dict = {"lab": None, "users": 0}
+TEST_LAB_RE = re.compile(r"^[tdce]\d{1,5}$")  # names the lab tests give their labs
+
+
+def reap_stale_test_labs() -> list[str]:
+    """Remove labs left by crashed test runs (test-style name, creator process gone)."""
+    from fabriccheck import lab
+
+    reaped = []
+    for name, state in lab.lab.registered_labs().items():
+        pid = state.get("creator_pid")
+        if not TEST_LAB_RE.match(name) or not pid:
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            lab.down(name)
+            reaped.append(name)
+        except (PermissionError, ValueError):
+            continue
+    return reaped
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +67,7 @@ def lab4(tmp_path_factory: pytest.TempPathFactory) -> Lab:
     from fabriccheck import lab
 
     if _SHARED["lab"] is None:
+        reap_stale_test_labs()
         name = f"t{os.getpid() % 100000}"  # unique per test run: parallel runs do not collide
         info = lab.up("lab-4", name=name, directory=tmp_path_factory.mktemp("lab4"))
         _SHARED["lab"] = Lab(name, Path(info.dir), Path(info.inventory), dict(info.netns))

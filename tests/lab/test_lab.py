@@ -273,3 +273,22 @@ def test_up_refuses_bad_input_before_touching_anything(tmp_path) -> None:
     with pytest.raises(ConfigError, match="cycle|tree"):
         lab.up("roce-rail-64", name="x1", directory=tmp_path / "new")
     assert lab.status("x1")["up"] is False
+
+
+def test_labs_of_crashed_test_runs_are_reaped(tmp_path) -> None:
+    reason = lab_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import sys
+
+    from fabriccheck.lab import netns
+    from tests.lab.labfixtures import reap_stale_test_labs
+
+    name = f"c{(os.getpid() + 7) % 100000}"
+    up = subprocess.run([sys.executable, "-m", "fabriccheck", "lab", "up", "lab-4", "--name", name,
+                         "--dir", str(tmp_path / "lab")], capture_output=True, text=True,
+                        timeout=120)  # its creator (this subprocess) is gone once it returns
+    assert up.returncode == 0, up.stderr
+    assert netns.lab_netns(name)
+    assert name in reap_stale_test_labs()
+    assert netns.lab_netns(name) == []
