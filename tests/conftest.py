@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,10 @@ SHARED_FIXTURES = Path(
     os.environ.get("FABRICCHECK_FIXTURES", REPO.parent / "shared" / "fixtures")
 ).resolve()
 LOCAL_FIXTURES = REPO / "tests" / "fixtures"
+#: run commands record history by default: tests write it to a throwaway place, never to ~
+os.environ.setdefault(
+    "FABRICCHECK_DB", os.path.join(tempfile.mkdtemp(prefix="fc-test-history-"), "history.sqlite")
+)
 
 
 def read_fixture(relpath: str) -> str:

@@ -113,8 +113,9 @@ def apply_run_outcome(
     def record(a: PlannedAction, status: str, detail: str) -> None:
         entry = {**a.to_json(), "status": status, "detail": detail, "backend": backend_name}
         done.append(entry)
-        log.warning("%s %s %s [%s] evidence=%s: %s", status, a.action, a.node, detail,
-                    ",".join(a.evidence), a.reason)  # fmt: skip
+        level = logging.INFO if status == DRY_RUN else logging.WARNING
+        log.log(level, "%s %s %s [%s] evidence=%s: %s", status, a.action, a.node, detail,
+                ",".join(a.evidence), a.reason)  # fmt: skip
         if store is not None:
             store.record_action(a.node, a.action, backend=backend_name, status=status,
                                 reason=a.reason, evidence=a.evidence, run_id=run_id)  # fmt: skip

@@ -113,7 +113,9 @@ class OpsSession:
         ``--resume``: the resumed run's nodes. Gate without explicit nodes inside a Slurm job:
         ``SLURM_JOB_NODELIST``. Sweep with ``--scheduler`` and no explicit nodes: the idle nodes
         (plus drained-by-us ones to re-test), minus those tested within
-        ``--skip-tested-within``. Nodes not in ``known`` (the topology) are left out and noted.
+        ``--skip-tested-within``. Scheduler nodes not in ``known`` (the topology) are left out
+        and noted; nodes named by the user or the job stay (the orchestrator refuses unknown
+        ones with a clear error).
         """
         import os
 
@@ -134,8 +136,8 @@ class OpsSession:
             chosen = [n for n in chosen if n not in recent]
             if skipped:
                 self.notes["skipped_recently_tested"] = skipped
-        if known is not None:
-            known_set = set(known)
+        if known is not None and self.notes.get("nodes_from", "").endswith("idle nodes"):
+            known_set = set(known)  # scheduler nodes outside the topology: not ours to test
             unknown = [n for n in chosen if n not in known_set]
             if unknown:
                 self.notes["not_in_topology"] = unknown

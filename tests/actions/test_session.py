@@ -40,10 +40,18 @@ def test_sweep_skips_recently_tested_and_unknown_nodes(tmp_path):
         r = build_run(nodes(4), seed=1)
         s.finish_run(s.begin_run("sweep", r.nodes), r)
     ops = OpsSession("sweep", OpsOptions(db=db, skip_tested_within_s=3600))
-    chosen = ops.select_nodes(nodes(8) + ["login1"], explicit=True, known=nodes(8))
+
+    class Idle:  # what a scheduler inventory answers (real ones: tests/inventory)
+        def idle_nodes(self, recovering=()):
+            return nodes(8) + ["login1"]
+
+    ops.inventory = Idle()
+    chosen = ops.select_nodes([], explicit=False, known=nodes(8))
     assert chosen == nodes(8)[4:]
     assert ops.notes["skipped_recently_tested"] == nodes(4)
     assert ops.notes["not_in_topology"] == ["login1"]
+    # named nodes are not filtered: an unknown one is the orchestrator's clear error
+    assert ops.select_nodes(["login1"], explicit=True, known=nodes(8)) == ["login1"]
     run_id = ops.begin(chosen)
     result = build_run(chosen, seed=2)
     ops.finish(result)
