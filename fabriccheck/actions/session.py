@@ -122,6 +122,7 @@ class OpsSession:
         if self.opts.resume:
             return list(self.resumed_nodes)
         chosen = list(nodes)
+        from_scheduler = False
         if not explicit and self.mode == "gate" and os.environ.get("SLURM_JOB_NODELIST"):
             from fabriccheck.inventory.slurm import gate_nodes
 
@@ -129,6 +130,7 @@ class OpsSession:
             self.notes["nodes_from"] = "SLURM_JOB_NODELIST"
         elif not explicit and self.inventory is not None:
             chosen = self.inventory.idle_nodes(recovering=self.held())
+            from_scheduler = True
             self.notes["nodes_from"] = f"{self.opts.scheduler} idle nodes"
         if self.mode == "sweep" and self.opts.skip_tested_within_s > 0 and self.store is not None:
             recent = self.store.recently_tested(self.opts.skip_tested_within_s)
@@ -136,7 +138,7 @@ class OpsSession:
             chosen = [n for n in chosen if n not in recent]
             if skipped:
                 self.notes["skipped_recently_tested"] = skipped
-        if known is not None and self.notes.get("nodes_from", "").endswith("idle nodes"):
+        if known is not None and from_scheduler:
             known_set = set(known)  # scheduler nodes outside the topology: not ours to test
             unknown = [n for n in chosen if n not in known_set]
             if unknown:
