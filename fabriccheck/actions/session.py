@@ -21,7 +21,7 @@ from typing import Any
 
 from fabriccheck.actions.pipeline import BACKENDS, apply_run_outcome
 from fabriccheck.actions.safety import ActionPolicy
-from fabriccheck.errors import ConfigError
+from fabriccheck.errors import ConfigError, ExecutorError
 from fabriccheck.models import Observation, RunResult
 
 log = logging.getLogger("fabriccheck.actions")
@@ -144,6 +144,12 @@ class OpsSession:
             if unknown:
                 self.notes["not_in_topology"] = unknown
                 chosen = [n for n in chosen if n in known_set]
+        if from_scheduler and not chosen:
+            raise ExecutorError(
+                f"no node to test: {self.opts.scheduler} reports none idle"
+                + (" (or all were tested recently)" if self.opts.skip_tested_within_s else ""),
+                hint="nothing to do now; the next scheduled sweep will try again",
+            )
         return chosen
 
     @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fabriccheck.actions.session import OpsOptions, OpsSession
-from fabriccheck.errors import ConfigError
+from fabriccheck.errors import ConfigError, ExecutorError
 from fabriccheck.store import Store
 from tests.runfactory import build_run, nodes
 
@@ -52,6 +52,10 @@ def test_sweep_skips_recently_tested_and_unknown_nodes(tmp_path):
     assert ops.notes["not_in_topology"] == ["login1"]
     # named nodes are not filtered: an unknown one is the orchestrator's clear error
     assert ops.select_nodes(["login1"], explicit=True, known=nodes(8)) == ["login1"]
+    # a scheduler with nothing idle: "could not test" (exit 3), not a configuration error
+    ops.inventory.idle_nodes = lambda recovering=(): []
+    with pytest.raises(ExecutorError, match="reports none idle"):
+        ops.select_nodes([], explicit=False, known=nodes(8))
     run_id = ops.begin(chosen)
     result = build_run(chosen, seed=2)
     ops.finish(result)
