@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
+from fabriccheck.actions.session import OpsOptions
+from fabriccheck.cli import ops_options as oo
 from fabriccheck.cli.app import app, err, out, write_json
 from fabriccheck.errors import ConfigError, ExecutorError
 from fabriccheck.models import RunResult
@@ -47,6 +49,8 @@ class Setup:
     spec: Any
     nodes: list[str]
     executor: Any
+    explicit: bool = True  # the user named the nodes (else: all of the topology / inventory)
+    params: dict | None = None  # kept with the run in history (topology file, spec, seed, ...)
 
 
 def _setup(topology: str | None, spec: str | None, nodes: str | None, node_file: str | None,
@@ -74,6 +78,7 @@ def _setup(topology: str | None, spec: str | None, nodes: str | None, node_file:
         names += expand_nodes(nodes)
     if node_file:
         names += load_node_file(node_file)
+    explicit = bool(names)
     if not names:
         names = list(inv.nodes()) if inv is not None and hasattr(inv, "nodes") else \
             sorted(topo.nodes)
@@ -87,7 +92,9 @@ def _setup(topology: str | None, spec: str | None, nodes: str | None, node_file:
         fault_set = load_faults(faults)
     exe = make_executor(executor, topology=topo, spec=test_spec, faults=fault_set, seed=seed,
                         inventory=inv, ray_address=ray_address)
-    return Setup(topo, test_spec, list(dict.fromkeys(names)), exe)
+    params = {"topology": topo.source or topology, "spec": test_spec.name, "seed": seed,
+              "executor": executor, "faults": faults}
+    return Setup(topo, test_spec, list(dict.fromkeys(names)), exe, explicit, params)
 
 
 def _progress(quiet: bool):
@@ -102,19 +109,32 @@ def _progress(quiet: bool):
 
 
 def _run(mode: str, s: Setup, policy, *, json_: bool, report: str | None,
-         log_suspects: tuple[str, ...] = (), extra: dict | None = None) -> RunResult:
+         log_suspects: tuple[str, ...] = (), extra: dict | None = None,
+         ops: OpsOptions | None = None) -> RunResult:
+    """Run the orchestrator inside the operations session (history, scheduler hold, actions)."""
+    from fabriccheck.actions.session import OpsSession
     from fabriccheck.orchestrator import run
 
-    if not json_:
-        err.print(f"[bold]{mode}[/] of {len(s.nodes)} nodes on {s.topology.name} "
-                  f"({s.topology.fabric}), spec {s.spec.name}, executor {s.executor.name}",
-                  highlight=False)
+    session = OpsSession(mode, ops or OpsOptions(no_history=True), sku=s.spec.sku,
+                         fabric=s.topology.fabric)
     try:
-        result = run(mode, s.nodes, s.topology, s.spec, s.executor, policy,
-                     progress=_progress(False), log_suspects=log_suspects)
+        nodes = session.select_nodes(s.nodes, explicit=s.explicit, known=s.topology.nodes)
+        if not json_:
+            err.print(f"[bold]{mode}[/] of {len(nodes)} nodes on {s.topology.name} "
+                      f"({s.topology.fabric}), spec {s.spec.name}, executor {s.executor.name}",
+                      highlight=False)
+        session.begin(nodes, params=s.params)
+        with session.hold(nodes):
+            executor = session.wrap(s.executor, s.spec)
+            result = run(mode, nodes, s.topology, s.spec, executor, policy,
+                         progress=_progress(False), log_suspects=log_suspects)
+        result.extra.update(extra or {})
+        if session.run_id:
+            result.extra["run_id"] = session.run_id
+        session.finish(result, topology=s.topology)
     finally:
         s.executor.close()
-    result.extra.update(extra or {})
+        session.close()
     if report:
         result.extra["report"] = str(_write_report(result, s.topology, report))
     return result
@@ -175,11 +195,20 @@ def sweep(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
           node_file: NodeFile = None, executor: Exe = "sim", faults: Faults = None,
           seed: Seed = 0, inventory: Inv = None, ray_address: RayAddr = None, json_: Json = False,
           report: Report = None, probe: Probe = "ib_write_bw", scale: Scale = 0,
-          budget_s: Budget = None) -> None:
+          budget_s: Budget = None, db: oo.Db = None, no_history: oo.NoHistory = False,
+          resume: oo.Resume = None, scheduler: oo.Scheduler = None,
+          partition: oo.Partition = None, selector: oo.Selector = None,
+          skip_tested_within: oo.SkipTested = 0.0, apply: oo.Apply = False,
+          max_drain: oo.MaxDrain = 0.1, exclude_file: oo.ExcludeFile = None,
+          metrics: oo.Metrics = None) -> None:
     """Two-round sweep of idle nodes: attribution, confirmation, bisection, link localization."""
+    ops = oo.ops_options(db=db, no_history=no_history, resume=resume, scheduler=scheduler,
+                         partition=partition, selector=selector,
+                         skip_tested_within=skip_tested_within, apply=apply,
+                         max_drain=max_drain, exclude_file=exclude_file, metrics=metrics)
     s = _setup(topology, spec, nodes, node_file, executor, faults, seed, inventory, ray_address)
     pol = _policy("sweep", seed=seed, pair_probe=probe, scale_group_size=scale, budget_s=budget_s)
-    result = _run("sweep", s, pol, json_=json_, report=report)
+    result = _run("sweep", s, pol, json_=json_, report=report, ops=ops)
     _finish(result, json_, _exit_code(result, "sweep"))
 
 
@@ -191,16 +220,22 @@ def gate(node_args: Annotated[list[str] | None, typer.Argument(
          seed: Seed = 0, inventory: Inv = None, ray_address: RayAddr = None,
          json_: Json = False, report: Report = None, probe: Probe = "ib_write_bw",
          budget_s: Annotated[float, typer.Option("--budget-s", help="Hard cap on test time.")]
-         = 300.0) -> None:
+         = 300.0, db: oo.Db = None, no_history: oo.NoHistory = False,
+         resume: oo.Resume = None, scheduler: oo.Scheduler = None, apply: oo.Apply = False,
+         max_drain: oo.MaxDrain = 0.1, exclude_file: oo.ExcludeFile = None,
+         metrics: oo.Metrics = None) -> None:
     """Pre-job gate: one round over the job's nodes (a second only if something failed).
 
     Exit 0 go, 1 bad nodes (listed), 3 could not test.
     """
+    ops = oo.ops_options(db=db, no_history=no_history, resume=resume, scheduler=scheduler,
+                         apply=apply, max_drain=max_drain, exclude_file=exclude_file,
+                         metrics=metrics)
     s = _setup(topology, spec, nodes, node_file, executor, faults, seed, inventory, ray_address,
                positional=node_args)
     pol = _policy("gate", seed=seed, pair_probe=probe, budget_s=budget_s)
     try:
-        result = _run("gate", s, pol, json_=json_, report=report)
+        result = _run("gate", s, pol, json_=json_, report=report, ops=ops)
     except ExecutorError as exc:
         raise typer.Exit(3) from exc
     _finish(result, json_, _exit_code(result, "gate"))
@@ -213,7 +248,11 @@ def bisect(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
            json_: Json = False, report: Report = None, probe: Probe = "ib_write_bw",
            job_log: Annotated[str | None, typer.Option("--job-log", help="The job's NCCL log.")]
            = None, scale: Annotated[int, typer.Option("--scale", help="Group size for the "
-                                                       "bisection at scale.")] = 8) -> None:
+                                                       "bisection at scale.")] = 8,
+           db: oo.Db = None, no_history: oo.NoHistory = False, resume: oo.Resume = None,
+           scheduler: oo.Scheduler = None, apply: oo.Apply = False,
+           max_drain: oo.MaxDrain = 0.1, exclude_file: oo.ExcludeFile = None,
+           metrics: oo.Metrics = None) -> None:
     """After a NCCL timeout: test the job's nodes (log suspects first) and bisect to the culprit."""
     s = _setup(topology, spec, nodes, node_file, executor, faults, seed, inventory, ray_address)
     named: tuple[str, ...] = ()
@@ -231,7 +270,11 @@ def bisect(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
         if not json_:
             err.print(f"job log names: {', '.join(named) or 'no host'}", highlight=False)
     pol = _policy("bisect", seed=seed, pair_probe=probe, scale_group_size=scale)
-    result = _run("bisect", s, pol, json_=json_, report=report, log_suspects=named, extra=info)
+    ops = oo.ops_options(db=db, no_history=no_history, resume=resume, scheduler=scheduler,
+                         apply=apply, max_drain=max_drain, exclude_file=exclude_file,
+                         metrics=metrics)
+    result = _run("bisect", s, pol, json_=json_, report=report, log_suspects=named, extra=info,
+                  ops=ops)
     _finish(result, json_, _exit_code(result, "bisect"))
 
 

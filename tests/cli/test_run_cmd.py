@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -17,8 +18,24 @@ CONTRACT = ("rounds", "tests", "test_seconds", "bad_nodes", "bad_nics", "bad_lin
             "link_suspects", "unreachable", "drain")
 
 
+@pytest.fixture(autouse=True)
+def _history_in_tmp(tmp_path, monkeypatch):
+    """Runs record history: keep it in this test's temp dir, never in the user's home."""
+    monkeypatch.setenv("FABRICCHECK_DB", str(tmp_path / "history.sqlite"))
+
+
 def invoke(*args: str):
     return CliRunner().invoke(app, list(args))
+
+
+def test_sweep_records_history_and_dry_run_actions(tmp_path):
+    r = invoke("sweep", "-t", "roce-rail-64", "--faults", DEMO_FAULTS, "--seed", "13", "--json",
+               "--max-drain", "0.1", "--exclude-file", str(tmp_path / "exclude"))
+    d = json.loads(r.stdout)
+    assert r.exit_code == 1 and d["run_id"]
+    assert (tmp_path / "history.sqlite").exists()
+    assert d["actions"]["applied"] is False  # dry-run unless --apply
+    assert (tmp_path / "exclude").read_text().strip() == "node-[017,033,040]"
 
 
 def test_sweep_json_is_the_contract_and_exit_1_on_faults():
@@ -82,9 +99,10 @@ def test_bisect_with_job_log_tests_named_hosts_first(tmp_path):
     (["sweep", "--nodes", "node-001"], "--topology"),
     (["sweep", "-t", "roce-rail-64", "--executor", "ssh", "--faults", DEMO_FAULTS], "faults"),
 ])
-def test_bad_input_is_one_line_and_exit_2(args, needle):
+def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path):
+    env = {**os.environ, "FABRICCHECK_DB": str(tmp_path / "h.sqlite")}
     proc = subprocess.run([sys.executable, "-m", "fabriccheck", *args], capture_output=True,
-                          text=True, cwd=REPO, timeout=60)
+                          text=True, cwd=REPO, timeout=60, env=env)
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stdout == ""
