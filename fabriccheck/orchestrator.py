@@ -243,7 +243,8 @@ class _Loop:
             if st.tries[node] < 2 and plan_node_confirm(node, b, pool, inf.good_nics, hang=True):
                 st.tries[node] += 1
         if pol.localize:
-            for g in inf.links:
+            # one-candidate sets first: a probe from another pair makes them exact
+            for g in sorted(inf.links, key=lambda g: (len(g.candidates), -len(g.evidence))):
                 key = "link:" + "|".join(f"{a}-{c}" for a, c in g.candidates)
                 # IB: retests and one-link probes, twice at most; RoCE: sample equal-cost paths
                 # between the two leaves until a second failure shows (a candidate set)
@@ -252,7 +253,8 @@ class _Loop:
                 if g.bad or st.tries[key] >= max_tries:
                     continue
                 flows = [(tid, s, d) for tid, (s, d) in zip(g.evidence, g.flows, strict=False)]
-                if plan_link_probes(flows, g.candidates, b, inf.good_nics, seed=pol.seed):
+                if plan_link_probes(flows, g.candidates, b, inf.good_nics, seed=pol.seed,
+                                    retest=st.tries[key] == 0):
                     st.tries[key] += 1
         for task in list(st.bisect):
             planned, left = plan_bisect(task, b, pool)
