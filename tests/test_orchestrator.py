@@ -203,3 +203,14 @@ def test_results_do_not_depend_on_node_order(seed):
     da.pop("wall_seconds")
     db.pop("wall_seconds")
     assert da == db
+
+
+def test_collective_pair_probe_narrows_to_the_nic_by_per_rail_confirmation():
+    topo = load_topology("roce-rail-64")
+    faults = {"noise": {"jitter": 0.03, "glitch_rate": 0.01},
+              "faults": [{"kind": "nic_degraded", "nic": "node-017/mlx5_3", "factor": 0.25},
+                         {"kind": "node_slow", "node": "node-040", "factor": 0.5}]}
+    res, fs = sweep(topo, faults, 13, policy=SweepPolicy(seed=13, pair_probe="nccl"))
+    check(res, fs, topo)
+    assert res.bad_nics == ["node-017/mlx5_3"] and res.bad_nodes == ["node-040"]
+    assert {o.test.probe for o in res.observations} == {"nccl", "ib_write_bw"}

@@ -131,12 +131,17 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
 
 def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
                       *, hang: bool = False, local: Sequence[str] = ()) -> int:
-    """Confirmation of a suspect node: every rail both ways (one test for a hang suspect)."""
+    """Confirmation of a suspect node: every rail both ways (one test for a hang suspect).
+
+    Per rail with ``ib_write_bw`` even when the sweep used a collective, so a suspect node's
+    failure is narrowed to its NIC when only one rail fails.
+    """
     rails = sorted(b.view.rails_of[node])
     if hang:
         rails = rails[:1]
     made = 0
-    if not b.policy.per_rail:
+    per_rail_ok = any(p.probe == "ib_write_bw" for p in b.spec.probes)
+    if not b.policy.per_rail and not per_rail_ok:  # no per-NIC probe: a 2-node collective
         partner = pool.take_nodes(1, b, near=[node])
         if partner and b.add_group((node, partner[0]), "confirm", probe=b.policy.pair_probe):
             made += 1
