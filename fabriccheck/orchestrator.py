@@ -271,7 +271,17 @@ class _Loop:
             partner = pool.take_nodes(1, b, near=[n])
             if partner and b.add_pair(n, partner[0], "sweep"):
                 st.tries["untested:" + n] += 1
+            elif not partner and self._solo_probe() and b.add_group((n,), "sweep",
+                                                                    probe=self._solo_probe()):
+                st.tries["untested:" + n] += 2  # nobody to pair with: its intra-node test
         return b.tests
+
+    def _solo_probe(self) -> str | None:
+        """The collective a lone node can run by itself (1x: intra-node only), if specified."""
+        for probe in (self.policy.scale_probe, "nccl", "allreduce-cpu"):
+            if any(p.probe == probe and p.group_size == 1 for p in self.spec.probes):
+                return probe
+        return None
 
     def _advance_bisect(self, inf: Inference) -> None:
         st = self.st

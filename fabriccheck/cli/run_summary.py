@@ -11,8 +11,11 @@ from fabriccheck.models import RunResult
 def print_summary(result: RunResult, console: Console) -> None:
     """Print the findings of ``result`` with their reasons and evidence test ids."""
     found = [v for v in result.verdicts if v.state not in ("healthy", "untested")]
+    untested = result.extra.get("untested") or []
     head = "[bold green]healthy[/]" if not found and not result.fabric_warnings else (
         "[bold red]faults found[/]" if found else "[bold yellow]fabric warnings[/]")
+    if not result.tests:
+        head = "[bold yellow]could not test[/]"
     console.print(
         f"\n{head}: {result.mode} of {len(result.nodes)} nodes in {result.rounds} rounds, "
         f"{result.tests} tests, {result.test_seconds:.0f} s of test time "
@@ -50,6 +53,9 @@ def print_summary(result: RunResult, console: Console) -> None:
         console.print(f"[dim]{len(glitches)} single low test(s) not reproduced: treated as "
                       f"noise, nobody blamed ({', '.join(glitches[:5])}"
                       f"{' …' if len(glitches) > 5 else ''})[/]", highlight=False)
+    if untested:
+        console.print(f"[yellow]untested:[/] {', '.join(untested[:10])}"
+                      f"{' …' if len(untested) > 10 else ''} (no test finished)", highlight=False)
     stop = result.extra.get("stop_reason")
     if stop:
         console.print(f"[yellow]stopped:[/] {stop}", highlight=False)

@@ -26,9 +26,14 @@ from fabriccheck.specs import ProbeSpec, TestSpec
 
 
 def measured_value(test: Test, parsed: object, size_bytes: int) -> float | None:
-    """The judged number of a parsed result: busbw (GB/s) at ``size_bytes`` for collectives,
-    average Gb/s for ib_write_bw, received Gb/s for iperf3."""
+    """The judged number of a parsed result: busbw (GB/s) at ``size_bytes`` for collectives
+    (algbw for a single rank, whose busbw is 0 by definition), average Gb/s for ib_write_bw,
+    received Gb/s for iperf3."""
     if isinstance(parsed, NcclTestsResult):
+        if parsed.ranks == 1:  # one rank: busbw is 0 by definition, algbw is what moved
+            rows = [r for r in parsed.rows if r.algbw_gbps is not None]
+            below = [r for r in rows if r.size_bytes <= size_bytes] or rows
+            return max(below, key=lambda r: r.size_bytes).algbw_gbps if below else None
         v = parsed.busbw_at(size_bytes)
         return v if v is not None else parsed.max_busbw_gbps
     if isinstance(parsed, PerftestResult):
