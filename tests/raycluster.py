@@ -320,3 +320,27 @@ def cluster_fixture(hosts: Sequence[str] = SHARED_HOSTS):
             disconnect()
         finally:
             cluster.stop()
+
+
+def lab_cluster(inventory_path: str | Path, *, tag_resource: bool = False) -> RayCluster:
+    """A Ray cluster over a running namespace lab (not started): one raylet per lab host.
+
+    The head (no CPUs: it only serves the driver) runs in the root namespace on the lab's
+    management gateway; every host's raylet runs inside that host's network namespace with its
+    own hostname (``unshare --uts``) and ``--node-ip-address`` = its management address, so Ray
+    knows each node by the host's real hostname and IP (no ``fchost_`` tag unless asked).
+    The probes' traffic goes over the hosts' data NICs, through the lab's shaped links.
+    """
+    import yaml
+
+    data = yaml.safe_load(Path(inventory_path).read_text())
+    gateway = data["lab"]["gateway"]
+    venv_bin = str(Path(sys.executable).parent)
+    path = f"{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    specs = [NodeSpec("ray-head", gateway, num_cpus=0, tag_resource=False)]
+    for host, entry in data["hosts"].items():
+        prefix = ("ip", "netns", "exec", entry["netns"], "unshare", "--uts",
+                  "sh", "-c", 'hostname "$0" && exec "$@"', host)
+        specs.append(NodeSpec(host, entry["address"], prefix=prefix, tag_resource=tag_resource,
+                              env={"PATH": path}))
+    return RayCluster(specs, tag="fcrlab")

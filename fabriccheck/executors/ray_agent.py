@@ -100,8 +100,8 @@ def _signal_group(pgid: int, sig: int) -> None:
 def wrap_guarded(argv: Sequence[str], guard_s: float) -> list[str]:
     """``argv`` under the dead man's switches of the module docstring (those installed here).
 
-    >>> wrap_guarded(["iperf3", "-s"], 90)[-6:]
-    ['timeout', '-k', '2', '-s', 'KILL', '90']
+    >>> wrap_guarded(["iperf3", "-s"], 90)[-8:]
+    ['timeout', '-k', '2', '-s', 'KILL', '90', 'iperf3', '-s']
     """
     out: list[str] = []
     if shutil.which("setpriv"):

@@ -26,15 +26,19 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-from fabriccheck.errors import ConnectError, ExecutorError, TaskTimeout
-from fabriccheck.executors.launch_runner import StepOutput, run_tests
+from fabriccheck.errors import ConnectError, ExecutorError
+from fabriccheck.executors.launch_runner import run_tests
+from fabriccheck.executors.ray_runner import (  # noqa: F401  (re-exported for callers)
+    RayHostRunner,
+    overlapping_groups,
+    wait_reservations_gone,
+)
 from fabriccheck.executors.ray_session import connect, disconnect, map_ray_error, ray_get
 from fabriccheck.inventory.ray import IDLE_RESOURCE, RayNode, cluster_state, nodes_from_state
 from fabriccheck.models import RawResult, Test, nic_node
-from fabriccheck.probes.launch import HostCommand, ProbeLaunch
+from fabriccheck.probes.launch import ProbeLaunch
 
 #: makes the launch for one test: (test, nic endpoint -> ip, port) -> ProbeLaunch
 LaunchBuilder = Callable[[Test, Mapping[str, str], int], ProbeLaunch]
@@ -52,48 +56,6 @@ def _default_builder(options: Any = None) -> LaunchBuilder:
     return build
 
 
-def _reach(ref: Any, timeout_s: float, host: str, what: str) -> Any:
-    """``ray_get`` on an agent call; an agent that does not answer in time is unreachable."""
-    try:
-        return ray_get(ref, timeout_s, host=host, what=what)
-    except TaskTimeout as exc:
-        raise ConnectError(f"{exc.message} (the fabriccheck agent did not answer)",
-                           hint=exc.hint) from exc
-
-
-@dataclass(frozen=True)
-class _Handle:
-    host: str
-    agent: Any
-    ref: int
-
-
-class RayHostRunner:
-    """:class:`~fabriccheck.executors.launch_runner.HostRunner` over per-node agent actors."""
-
-    def __init__(self, executor: RayExecutor) -> None:
-        self._ex = executor
-
-    def start(self, step: HostCommand, tag: str) -> _Handle:
-        agent = self._ex.agent(step.host)
-        ref = _reach(agent.start.remote(list(step.argv), dict(step.env), self._ex.guard_s),
-                     self._ex.rpc_timeout_s, step.host, f"start {step.argv[0]} ({tag})")
-        return _Handle(step.host, agent, int(ref))
-
-    def wait(self, handle: _Handle, timeout_s: float) -> StepOutput:
-        out = _reach(handle.agent.wait.remote(handle.ref, timeout_s),
-                     timeout_s + self._ex.rpc_timeout_s, handle.host, "wait")
-        return StepOutput(out["stdout"], out["stderr"], out["exit_code"], out["finished"])
-
-    def kill(self, handle: _Handle) -> StepOutput:
-        out = _reach(handle.agent.kill.remote(handle.ref), self._ex.rpc_timeout_s + 10.0,
-                     handle.host, "kill")
-        handle.agent.forget.remote(handle.ref)
-        if out.get("leftover"):
-            self._ex.leftovers.append(f"{handle.host}: {out['leftover']} process(es) survived kill")
-        return StepOutput(out["stdout"], out["stderr"], out["exit_code"], True)
-
-
 class RayExecutor:
     """Runs rounds of tests on a Ray cluster (see the module docstring).
 
@@ -109,7 +71,9 @@ class RayExecutor:
         :func:`fabriccheck.probes.commands.build_launch`.
     reserve_resources : tuple of str, optional
         Resources a group's placement group takes whole (the node's total) on each node;
-        default ``(idle_resource, "GPU")``.
+        default ``(idle_resource, "GPU")``; ``()`` pins the group without holding resources.
+        A node whose resources were released by the previous round is reserved again only
+        after Ray returns them (~1 s on Ray 2.60), so holding resources costs ~1 s per round.
     idle_resource : str, optional
         Resource whose being entirely free makes a node idle; default ``GPU``, or ``CPU`` when no
         node of the cluster has a GPU.
@@ -179,8 +143,9 @@ class RayExecutor:
             has_gpu = any(float((n.get("Resources") or {}).get("GPU", 0)) > 0 for n in raw)
             self.idle_resource = IDLE_RESOURCE if has_gpu else "CPU"
         if not self.reserve_resources:
-            self.reserve_resources = tuple(
-                dict.fromkeys(self._reserve_given or (self.idle_resource, "GPU")))
+            given = self._reserve_given
+            self.reserve_resources = tuple(dict.fromkeys(
+                (self.idle_resource, "GPU") if given is None else given))
         nodes = nodes_from_state(raw, available, idle_resource=self.idle_resource)
         by_name: dict[str, list[RayNode]] = {}
         for node in nodes:
@@ -288,40 +253,47 @@ class RayExecutor:
         return bundle
 
     def reserve(self, tests: Sequence[Test]) -> dict[str, str]:
-        """Reserve each test's nodes; returns test_id -> problem for groups not reserved."""
-        import ray
+        """Reserve each group of the round; returns test_id -> problem for tests not reserved.
+
+        One placement group per group; tests of a round that share nodes (a follow-up round
+        may pair one suspect with two partners) share one placement group over their union.
+        """
         from ray.util.placement_group import placement_group
 
         problems: dict[str, str] = {}
-        pending: dict[str, Any] = {}
-        for test in tests:
-            hosts = list(dict.fromkeys(test.nodes))
+        pending: list[tuple[list[str], Any]] = []
+        for group in overlapping_groups(tests):
+            ids = [t.test_id for t in group]
+            hosts = list(dict.fromkeys(h for t in group for h in t.nodes))
             try:
                 nodes = [self.node(h) for h in hosts]
-                name = f"fabriccheck-{next(_PG_COUNTER)}-{test.test_id}"
+                name = f"fabriccheck-{next(_PG_COUNTER)}-{'+'.join(ids)}"[:200]
                 pg = placement_group(
                     [self._bundle(n) for n in nodes], strategy="STRICT_SPREAD", name=name,
                     bundle_label_selector=[{NODE_ID_LABEL: n.node_id} for n in nodes],
                 )
             except ExecutorError as exc:
-                problems[test.test_id] = str(exc)
+                problems.update({i: str(exc) for i in ids})
                 continue
             except Exception as exc:  # Ray boundary
-                raise map_ray_error(exc, what=f"reserve {test.test_id}") from exc
+                raise map_ray_error(exc, what=f"reserve {', '.join(ids)}") from exc
             self.reservations[name] = pg
-            pending[test.test_id] = pg
-        if pending:
-            refs = {pg.ready(): tid for tid, pg in pending.items()}
+            pending.append((ids, pg))
+        # pg.wait asks the GCS directly; pg.ready() would run a task in every group (~1 s more)
+        from ray.util.placement_group import placement_group_table
+
+        deadline = time.monotonic() + self.reserve_timeout_s
+        for ids, pg in pending:
             try:
-                ready, _ = ray.wait(list(refs), num_returns=len(refs),
-                                    timeout=self.reserve_timeout_s)
+                ok = placement_group_table(pg).get("state") == "CREATED"
+                left = deadline - time.monotonic()
+                if not ok and left > 0:  # whole seconds: Ray's wait takes an int
+                    ok = pg.wait(max(1, int(left + 0.999)))
             except Exception as exc:  # Ray boundary
                 raise map_ray_error(exc, what="reserve nodes") from exc
-            done = {refs[r] for r in ready}
-            for tid in pending:
-                if tid not in done:
-                    problems[tid] = (f"could not reserve its nodes within "
-                                     f"{self.reserve_timeout_s:g} s (busy or gone)")
+            if not ok:
+                problems.update({i: f"could not reserve its nodes within "
+                                    f"{self.reserve_timeout_s:g} s (busy or gone)" for i in ids})
         return problems
 
     def release(self, names: Sequence[str] | None = None) -> None:
@@ -428,17 +400,3 @@ def _not_run(test: Test, launch: ProbeLaunch, problem: str, dead: set[str]) -> R
         test_id=test.test_id, exit_code=None, unreachable=missing,
         commands=launch.rendered, error=problem,
     )
-
-
-def wait_reservations_gone(names: Sequence[str], timeout_s: float = 10.0) -> list[str]:
-    """Those of ``names`` whose placement group is still not REMOVED after ``timeout_s``."""
-    from ray.util.placement_group import placement_group_table
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        table = placement_group_table()
-        live = [v["name"] for v in table.values()
-                if v["name"] in names and v["state"] != "REMOVED"]
-        if not live or time.monotonic() > deadline:
-            return live
-        time.sleep(0.1)

@@ -348,3 +348,15 @@ def test_factory_refuses_faults_for_ray():
     faults = FaultSet.from_dict({"faults": [{"kind": "node_hang", "node": "host1"}]})
     with pytest.raises(ConfigError, match="cannot inject faults"):
         make_executor("ray", topology=load_topology("lab-4"), faults=faults, ray_address="x:1")
+
+
+def test_tests_sharing_a_node_in_one_round_share_one_reservation(ex):
+    """A follow-up round may pair one suspect with two partners at once: both must run."""
+    before = set(our_pgs())
+    results = ex.run_round([t("s1", ("h1", "h2"), "sleep 0.5; echo a"),
+                            t("s2", ("h3", "h1"), "sleep 0.5; echo b"),
+                            t("s3", ("h0",), "echo c")])
+    assert [r.stdout for r in results] == ["a\n", "b\n", "c\n"]
+    new = sorted(n for n in our_pgs() if n not in before)
+    assert len(new) == 2 and any(n.endswith("s1+s2") for n in new)
+    assert wait_reservations_gone(new) == []
