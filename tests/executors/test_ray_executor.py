@@ -158,6 +158,7 @@ def test_hung_command_is_killed_within_timeout_plus_5s_and_leaves_nothing(ex):
     token = f"fchang-{uuid.uuid4().hex[:8]}"
     hang = t("hang", ("h1", "h3"), f"trap '' TERM; sleep 1000 & exec -a {token} sleep 1000",
              timeout_s=2.0)
+    assert ex.unresponsive(["h1", "h2", "h3"]) == set()  # agents up: time only the hang
     t0 = time.monotonic()
     results = ex.run_round([hang, t("quick", ("h2",), "echo ok")])
     elapsed = time.monotonic() - t0
