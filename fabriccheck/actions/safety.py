@@ -94,6 +94,11 @@ def _num(x: float) -> str:
     return f"{x:.0f}" if abs(x) >= 10 else f"{x:.2g}"
 
 
+def _measured(verdict: Verdict, obs_by_id: dict[str, Observation]) -> bool:
+    """Whether ``verdict`` cites a failing test we can quote (else its reason is quoted)."""
+    return any(e in obs_by_id and _failing(obs_by_id[e]) for e in verdict.evidence)
+
+
 def describe(verdict: Verdict, obs_by_id: dict[str, Observation]) -> str:
     """One phrase for one bad verdict: ``mlx5_3 ib_write_bw 96 Gb/s < 380``.
 
@@ -122,7 +127,9 @@ def drain_reason(verdicts: Iterable[Verdict], obs_by_id: dict[str, Observation])
     """The Slurm/Kubernetes reason text: ``fabriccheck: <what was found> (N tests)``."""
     vs = list(verdicts)
     evidence = sorted({e for v in vs for e in v.evidence})
-    text = "fabriccheck: " + "; ".join(describe(v, obs_by_id) for v in vs)
+    quoted = [v for v in vs if _measured(v, obs_by_id)] or vs  # numbers beat prose
+    phrases = list(dict.fromkeys(describe(v, obs_by_id) for v in quoted))
+    text = "fabriccheck: " + "; ".join(phrases)
     text += f" ({len(evidence)} tests)"
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
 

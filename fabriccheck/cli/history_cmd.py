@@ -57,17 +57,18 @@ def nodes_cmd(
     if not lemons:
         out.print("no node was implicated in the stored runs")
         return
-    t = Table(title=f"lemon nodes (last {last_runs} runs)")
+    t = Table(title=f"lemon nodes (last {last_runs} runs; --json has every signal)")
     t.add_column("node", no_wrap=True, min_width=max(len(s.node) for s in lemons))
-    for col in ("score", "bad", "suspect", "unreach.", "failed/tests", "drained", "returned",
-                "flaps", "last state", "last seen"):  # fmt: skip
-        t.add_column(col, justify="left" if col == "last state" else "right")
+    for col in ("score", "bad", "susp", "unr", "fail/tests", "drained", "back", "flaps",
+                "state"):  # fmt: skip
+        t.add_column(col, justify="left" if col == "state" else "right", no_wrap=True,
+                     min_width=len(col))
     for s in lemons:
         g = s.signals
         t.add_row(
             s.node, f"{s.score:.1f}", str(g["bad_runs"]), str(g["suspect_runs"]),
             str(g["unreachable_runs"]), f"{g['failed_tests']}/{g['tests']}", str(g["drained"]),
-            str(g["returned"]), str(g["flaps"]), s.last_state, _when(s.last_seen_s),
+            str(g["returned"]), str(g["flaps"]), s.last_state,
         )  # fmt: skip
     out.print(t)
 
