@@ -127,7 +127,14 @@ def drain_reason(verdicts: Iterable[Verdict], obs_by_id: dict[str, Observation])
     """The Slurm/Kubernetes reason text: ``fabriccheck: <what was found> (N tests)``."""
     vs = list(verdicts)
     evidence = sorted({e for v in vs for e in v.evidence})
-    quoted = [v for v in vs if _measured(v, obs_by_id)] or vs  # numbers beat prose
+    measured = [v for v in vs if _measured(v, obs_by_id)]
+    nic_ev = {e for v in measured if v.kind == "nic" for e in v.evidence}
+    # numbers beat prose; a NIC's numbers beat its node's, unless the node has its own
+    quoted = [
+        v for v in measured
+        if v.kind == "nic" or any(e not in nic_ev and e in obs_by_id and _failing(obs_by_id[e])
+                                  for e in v.evidence)
+    ] or measured or vs  # fmt: skip
     phrases = list(dict.fromkeys(describe(v, obs_by_id) for v in quoted))
     text = "fabriccheck: " + "; ".join(phrases)
     text += f" ({len(evidence)} tests)"

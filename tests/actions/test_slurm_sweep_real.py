@@ -110,7 +110,8 @@ def test_sweep_drains_for_real_then_resumes(lab, topo, tmp_path, monkeypatch):
         assert [(a["node"], a["status"]) for a in summary["done"]] == [("fcn3", "applied")]
         lab.wait_states({"fcn3": "drained"})
         reason = lab.run("scontrol", "show", "node", "fcn3")
-        assert re.search(r"Reason=fabriccheck: iperf3 0\.\d+ Gb/s < 0\.75 \(\d+ tests\)", reason)
+        assert re.search(r"Reason=fabriccheck: (eth0 )?iperf3 0\.\d+ Gb/s < 0\.75 \(\d+ tests\)",
+                         reason)
         assert "fabriccheck-" not in lab.run("scontrol", "show", "reservation", check=False)
         assert (tmp_path / "exclude").read_text() == "fcn3\n"
 
@@ -128,3 +129,38 @@ def test_sweep_drains_for_real_then_resumes(lab, topo, tmp_path, monkeypatch):
     finally:
         for job in jobs:
             lab.run("scancel", job, check=False)
+
+
+def test_cli_sweep_with_scheduler_slurm_apply(lab, topo, tmp_path):
+    """The same through the real CLI as a subprocess: flags wired, JSON says what was done."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    topo_file = tmp_path / "slurm-6.yaml"  # written by the topo fixture
+    faults = tmp_path / "f.yaml"
+    faults.write_text("noise: {jitter: 0.02, glitch_rate: 0}\nfaults:\n"
+                      "  - {kind: nic_degraded, nic: fcn2/eth0, factor: 0.2}\n")  # fmt: skip
+    env = {**os.environ, "SLURM_CONF": lab.env["SLURM_CONF"]}
+    lab.run("scontrol", "update", "NodeName=fcn[1-6]", "State=RESUME", check=False)
+    lab.wait_states({f"fcn{i}": "idle" for i in range(1, 7)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "fabriccheck", "sweep", "-t", str(topo_file), "--faults",
+         str(faults), "--probe", "iperf3", "--scheduler", "slurm", "--apply", "--max-drain",
+         "0.2", "--db", str(tmp_path / "h.sqlite"), "--metrics", str(tmp_path / "fc.prom"),
+         "--json"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["nodes"] == [f"fcn{i}" for i in range(1, 7)] and d["drain"] == ["fcn2"]
+    # budget: floor(0.2 * 6 tested) = 1 node, so one confirmed-bad node is acted on
+    assert d["actions"]["budget"] == 1 and not d["actions"]["withheld"]
+    assert [(a["node"], a["status"]) for a in d["actions"]["done"]] == [("fcn2", "applied")]
+    lab.wait_states({"fcn2": "drained"})
+    assert "fabriccheck_node_health{node=\"fcn2\"} 0.0" in (tmp_path / "fc.prom").read_text()
+    lab.run("scontrol", "update", "NodeName=fcn2", "State=RESUME")
+    lab.wait_states({"fcn2": "idle"})
