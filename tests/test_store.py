@@ -68,3 +68,23 @@ def test_not_a_database_is_one_clear_config_error(tmp_path):
     bad.write_text("this is not sqlite\n" * 100)
     with pytest.raises(ConfigError, match="not a fabriccheck history database"):
         Store(bad)
+
+
+def test_prune_keeps_numbers_and_actions_drops_old_runs_and_raw_text(store):
+    day = 86400.0
+    ids = []
+    for k, age_days in enumerate((400, 30, 1)):
+        r = build_run(nodes(4), seed=k)
+        run_id = store.begin_run("sweep", r.nodes, started_s=1e9 - age_days * day)
+        store.finish_run(run_id, r)
+        store.record_action("node-001", "drain", backend="slurm", status=APPLIED, run_id=run_id)
+        ids.append(run_id)
+    done = store.prune(keep_days=180, keep_raw_days=14, now=1e9)
+    assert done == {"runs_deleted": 1, "raw_stripped": 4}
+    assert [r.run_id for r in store.runs()] == ids[:0:-1]
+    month_old = store.observations(ids[1])
+    assert month_old[0].value is not None and month_old[0].raw.stdout == ""
+    assert store.observations(ids[2])[0].raw.stdout != ""
+    assert len(store.actions(node="node-001")) == 3  # the audit trail stays
+    gone = store.conn.execute("SELECT COUNT(*) FROM obs_nodes WHERE run_id = ?", (ids[0],))
+    assert gone.fetchone()[0] == 0

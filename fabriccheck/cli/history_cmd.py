@@ -186,3 +186,22 @@ def metrics_cmd(
         threading.Event().wait()
     except KeyboardInterrupt:
         server.shutdown()
+
+
+@history.command("prune")
+def prune_cmd(
+    db: Db = None,
+    json_: Json = False,
+    keep_days: Annotated[float, typer.Option("--keep-days", help="Delete runs older than this "
+                                             "(actions are kept).")] = 180.0,
+    keep_raw_days: Annotated[float, typer.Option("--keep-raw-days", help="Drop raw tool output "
+                                                 "older than this.")] = 14.0,
+) -> None:
+    """Retention: old runs out, old raw tool output stripped (numbers and verdicts stay)."""
+    with _open(db) as store:
+        done = store.prune(keep_days=keep_days, keep_raw_days=keep_raw_days)
+    if json_:
+        write_json(done)
+    else:
+        out.print(f"deleted {done['runs_deleted']} runs, stripped raw output of "
+                  f"{done['raw_stripped']} observations", highlight=False)
