@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
+from fabriccheck.store.actions_log import APPLIED, DRY_RUN, FAILED, WITHHELD, ActionRecord
 from fabriccheck.store.analytics import Baseline, DriftReport, LemonScore
-from fabriccheck.store.db import (
-    APPLIED,
-    DRY_RUN,
-    FAILED,
-    WITHHELD,
-    ActionRecord,
-    RunRecord,
-    Store,
-    default_db_path,
-)
+from fabriccheck.store.db import RunRecord, Store, default_db_path
 
 __all__ = [
     "APPLIED",

@@ -26,7 +26,9 @@ from fabriccheck.serialize import (
     run_result_to_dict,
 )
 from fabriccheck.store import analytics
+from fabriccheck.store.actions_log import ActionLogMixin
 from fabriccheck.store.analytics import Baseline, DriftReport, LemonScore
+from fabriccheck.store.retention import RetentionMixin
 
 SCHEMA_VERSION = 1
 #: raw tool output kept per observation (the rest is cut: history is not an archive)
@@ -61,8 +63,6 @@ CREATE TABLE IF NOT EXISTS actions (
 CREATE INDEX IF NOT EXISTS actions_node ON actions (node);
 """
 
-#: statuses of a recorded action
-APPLIED, DRY_RUN, WITHHELD, FAILED = "applied", "dry-run", "withheld", "failed"
 
 
 def default_db_path() -> Path:
@@ -91,21 +91,7 @@ class RunRecord:
     rounds: int = 0
 
 
-@dataclass(frozen=True)
-class ActionRecord:
-    """One action fabriccheck took (or would have taken: ``dry-run``/``withheld``) on a node."""
-
-    node: str
-    action: str  # drain | resume | cordon | uncordon | exclude | include
-    backend: str
-    status: str
-    reason: str
-    evidence: tuple[str, ...]
-    at_s: float
-    run_id: str | None = None
-
-
-class Store:
+class Store(ActionLogMixin, RetentionMixin):
     """The history database at ``path`` (created with its directory when missing).
 
     Parameters
@@ -359,37 +345,6 @@ class Store:
         """Every observation recorded for ``run_id``, in the order written."""
         return [o for obs in self.completed_rounds(run_id).values() for o in obs]
 
-    def prune(
-        self, *, keep_days: float = 180.0, keep_raw_days: float = 14.0, now: float | None = None
-    ) -> dict[str, int]:
-        """Retention: delete runs older than ``keep_days`` (actions are kept: they are the audit
-        trail) and drop the raw tool output of observations older than ``keep_raw_days``.
-        Returns how many runs were deleted and observations stripped."""
-        now = time.time() if now is None else now
-        old_runs = [r for (r,) in self.conn.execute(
-            "SELECT run_id FROM runs WHERE started_s < ?", (now - keep_days * 86400,))]
-        raw_cut = now - keep_raw_days * 86400
-        with self._tx() as c:
-            for run_id in old_runs:
-                for table in ("obs_nodes", "observations", "verdicts", "rounds", "runs"):
-                    c.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
-            rows = c.execute(
-                "SELECT o.id, o.obs_json FROM observations o JOIN runs r ON r.run_id = o.run_id"
-                " WHERE r.started_s < ? AND o.obs_json LIKE '%\"raw\"%'", (raw_cut,),
-            ).fetchall()
-            stripped = 0
-            for obs_id, js in rows:
-                d = json.loads(js)
-                raw = d.get("raw")
-                if raw and (raw.get("stdout") or raw.get("stderr")):
-                    raw["stdout"] = raw["stderr"] = ""
-                    c.execute("UPDATE observations SET obs_json = ? WHERE id = ?",
-                              (json.dumps(d, default=str), obs_id))
-                    stripped += 1
-        if old_runs or stripped:
-            self.conn.execute("VACUUM")
-        return {"runs_deleted": len(old_runs), "raw_stripped": stripped}
-
     # -- nodes -------------------------------------------------------------------------------
     def last_tested(self, nodes: Iterable[str] | None = None) -> dict[str, float]:
         """When each node was last in a recorded test (its run's start time)."""
@@ -404,59 +359,6 @@ class Store:
         """Nodes tested less than ``within_s`` ago (a sweep skips them)."""
         cutoff = (time.time() if now is None else now) - within_s
         return {n for n, t in self.last_tested().items() if t >= cutoff}
-
-    # -- actions -----------------------------------------------------------------------------
-    def record_action(
-        self,
-        node: str,
-        action: str,
-        *,
-        backend: str,
-        status: str,
-        reason: str = "",
-        evidence: Sequence[str] = (),
-        run_id: str | None = None,
-        at_s: float | None = None,
-    ) -> None:
-        """Log one action with the evidence behind it."""
-        with self._tx() as c:
-            c.execute(
-                "INSERT INTO actions (run_id, node, action, backend, status, reason,"
-                " evidence_json, at_s) VALUES (?,?,?,?,?,?,?,?)",
-                (run_id, node, action, backend, status, reason, json.dumps(list(evidence)),
-                 time.time() if at_s is None else at_s),
-            )  # fmt: skip
-
-    def actions(self, *, node: str | None = None, run_id: str | None = None) -> list[ActionRecord]:
-        """Recorded actions, oldest first, optionally for one node or one run."""
-        q = "SELECT node, action, backend, status, reason, evidence_json, at_s, run_id FROM actions"
-        conds, args = [], []
-        if node is not None:
-            conds.append("node = ?")
-            args.append(node)
-        if run_id is not None:
-            conds.append("run_id = ?")
-            args.append(run_id)
-        if conds:
-            q += " WHERE " + " AND ".join(conds)
-        rows = self.conn.execute(q + " ORDER BY id", args).fetchall()
-        return [
-            ActionRecord(n, a, b, s, r, tuple(json.loads(e)), t, rid)
-            for n, a, b, s, r, e, t, rid in rows
-        ]
-
-    def held_nodes(self, backend: str | None = None) -> dict[str, ActionRecord]:
-        """Nodes fabriccheck took out of service and has not returned: their last applied
-        ``drain``/``cordon`` not followed by an applied ``resume``/``uncordon``."""
-        held: dict[str, ActionRecord] = {}
-        for a in self.actions():
-            if a.status != APPLIED or (backend is not None and a.backend != backend):
-                continue
-            if a.action in ("drain", "cordon"):
-                held[a.node] = a
-            elif a.action in ("resume", "uncordon"):
-                held.pop(a.node, None)
-        return held
 
     # -- what history teaches (see store.analytics) -------------------------------------------
     def baseline(
