@@ -97,3 +97,20 @@ def test_mad_is_translation_invariant_and_nonnegative(xs):
 @given(st.floats(-5, 5), st.floats(-100, 100), st.integers(2, 15))
 def test_theil_sen_recovers_an_exact_line(slope, icept, n):
     assert theil_sen_slope([icept + slope * i for i in range(n)]) == pytest.approx(slope, abs=1e-9)
+
+
+def test_passing_but_far_below_the_learned_baseline_is_flagged_not_blamed(store):
+    for k in range(4):
+        _record(store, build_run(NODES, seed=200 + k), 1000.0 * k)
+    # node-009 at 352 Gb/s: above the 342 spec floor, far below what this SKU does (~392)
+    run = build_run(NODES, node_gbps={"node-009": 352.0}, seed=300)
+    assert all(o.passed for o in run.observations)
+    run_id = _record(store, run, 9000.0)
+    low = store.below_baseline(run.observations, sku="h100", exclude_run=run_id)
+    assert low["nodes"] == ["node-009"]
+    assert {t["test"] for t in low["tests"]} == {
+        o.test.test_id for o in run.observations if "node-009" in o.test.nodes
+    }
+    assert all(t["value"] < t["limit"] < t["baseline_median"] for t in low["tests"])
+    # without history there is nothing to compare with
+    assert store.below_baseline(run.observations, sku="b200")["tests"] == []

@@ -195,6 +195,11 @@ class OpsSession:
     def finish(self, result: RunResult, *, topology: Any = None) -> dict[str, Any]:
         """Safety rules, actions, exclude file, history and metrics for the finished run."""
         result.extra.update(self.notes)
+        if self.store is not None:  # learned baselines, beside the spec floor: a warning only
+            low = self.store.below_baseline(result.observations, sku=self.sku or None,
+                                            exclude_run=self.run_id)  # fmt: skip
+            if low["tests"]:
+                result.extra["below_baseline"] = low
         if self.opts.resume:
             result.extra["resumed"] = self.opts.resume
         summary = apply_run_outcome(

@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from statistics import median
 from typing import Any
 
+from fabriccheck.models import Observation
 from fabriccheck.store.stats import MAD_TO_SIGMA, mad, theil_sen_slope
 
 #: observation statuses that count against the nodes of a test (``error`` is fabriccheck's own
@@ -54,16 +56,19 @@ def baseline(
     *,
     min_samples: int = 8,
     max_samples: int = 500,
+    exclude_run: str | None = None,
 ) -> Baseline | None:
     """The learned baseline, or None when fewer than ``min_samples`` passing results exist.
 
-    ``sku=None`` pools every SKU. The newest ``max_samples`` passing values are used.
+    ``sku=None`` pools every SKU. The newest ``max_samples`` passing values are used;
+    ``exclude_run`` leaves one run out (the run being judged).
     """
     q = (
         "SELECT o.value, o.unit FROM observations o JOIN runs r ON r.run_id = o.run_id"
         " WHERE o.probe = ? AND o.group_size = ? AND o.status = 'pass' AND o.value IS NOT NULL"
+        " AND o.run_id != ?"
     )
-    args: list[Any] = [probe, group_size]
+    args: list[Any] = [probe, group_size, exclude_run or ""]
     if sku is not None:
         q += " AND r.sku = ?"
         args.append(sku)
@@ -285,3 +290,37 @@ def evidence_of(conn: sqlite3.Connection, run_id: str, node: str) -> list[str]:
         "SELECT evidence_json FROM verdicts WHERE run_id = ? AND node = ?", (run_id, node)
     ).fetchall()
     return sorted({e for (js,) in rows for e in json.loads(js)})
+
+
+def below_baseline(
+    conn: sqlite3.Connection,
+    observations: Sequence[Observation],
+    *,
+    sku: str | None,
+    exclude_run: str | None = None,
+    k: float = 3.5,
+) -> dict[str, Any]:
+    """Passing results far below what this SKU usually does (``median - k * sigma`` of its
+    learned baseline): spec-compliant but unusual. Nodes with two or more such tests are
+    listed; nothing is judged bad for it (the spec floor decides that).
+    """
+    cache: dict[tuple[str, int], Baseline | None] = {}
+    low: list[dict[str, Any]] = []
+    per_node: dict[str, int] = defaultdict(int)
+    for o in observations:
+        if not o.passed or o.value is None:
+            continue
+        key = (o.test.probe, o.test.group_size)
+        if key not in cache:
+            cache[key] = baseline(conn, sku, *key, exclude_run=exclude_run)
+        b = cache[key]
+        if b is None or b.mad <= 0:
+            continue
+        lower = b.robust_floor(k) if o.unit != "us" else b.median + k * b.sigma
+        if (o.value < lower) if o.unit != "us" else (o.value > lower):
+            low.append({"test": o.test.test_id, "nodes": list(o.test.nodes), "value": o.value,
+                        "baseline_median": round(b.median, 3), "limit": round(lower, 3)})
+            for n in o.test.nodes:
+                per_node[n] += 1
+    nodes = sorted(n for n, c in per_node.items() if c >= 2)
+    return {"tests": low, "nodes": nodes}

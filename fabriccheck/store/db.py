@@ -362,10 +362,22 @@ class Store(ActionLogMixin, RetentionMixin):
 
     # -- what history teaches (see store.analytics) -------------------------------------------
     def baseline(
-        self, sku: str | None, probe: str, group_size: int, *, min_samples: int = 8
+        self,
+        sku: str | None,
+        probe: str,
+        group_size: int,
+        *,
+        min_samples: int = 8,
+        exclude_run: str | None = None,
     ) -> Baseline | None:
         """Learned baseline (median + MAD of passing results) or None when too few exist."""
-        return analytics.baseline(self.conn, sku, probe, group_size, min_samples=min_samples)
+        return analytics.baseline(self.conn, sku, probe, group_size, min_samples=min_samples,
+                                  exclude_run=exclude_run)  # fmt: skip
+
+    def below_baseline(self, observations: Sequence[Observation], *, sku: str | None,
+                       exclude_run: str | None = None) -> dict[str, Any]:  # fmt: skip
+        """Passing tests far below the learned baseline; see :func:`analytics.below_baseline`."""
+        return analytics.below_baseline(self.conn, observations, sku=sku, exclude_run=exclude_run)
 
     def drifting_nodes(self, **kwargs: Any) -> list[DriftReport]:
         """Nodes whose bandwidth falls across sweeps; see :func:`analytics.drifting_nodes`."""
