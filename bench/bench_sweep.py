@@ -3,9 +3,10 @@
 Prints one table per fabric: rounds, tests, simulated test seconds (sum over rounds of the
 longest test), precision and recall of the drain list against the injected node/NIC/hang faults,
 link faults found exactly + inside a reported candidate set ("links x+s"), and CPU seconds spent
-outside the simulator (planning, parsing, inference). A last table plans two rounds for 16,384
-nodes and localizes from synthetic observations (no simulator): the planner and localizer at
-that scale.
+outside the simulator (planning, parsing, inference); "n/NIC" is the round by which every
+node/NIC/hang/unreachable verdict was reached (the rest of the rounds localize links). A last
+table plans two rounds for 16,384 nodes and localizes from synthetic observations (no
+simulator): the planner and localizer at that scale.
 
 Run: ``python bench/bench_sweep.py [--quick]`` (``--quick``: up to 1,024 nodes).
 """
@@ -90,18 +91,18 @@ def score(drain: set[str], fs: FaultSet) -> tuple[float, float]:
     return precision, recall
 
 
-def row(name, n, rounds, tests, secs, prec, rec, links, cpu, est=False) -> str:
+def row(name, n, rounds, tests, secs, prec, rec, links, cpu, est=False, vr="-") -> str:
     mark = " (est)" if est else ""
-    return (f"| {name:<28} | {n:>6} | {rounds:>6}{mark:<6} | {tests:>9} | {secs:>9.0f} | "
-            f"{prec:>9.3f} | {rec:>6.3f} | {links:>9} | {cpu:>7.2f} |")
+    return (f"| {name:<28} | {n:>6} | {rounds:>6}{mark:<6} | {vr:>5} | {tests:>9} | "
+            f"{secs:>9.0f} | {prec:>9.3f} | {rec:>6.3f} | {links:>9} | {cpu:>7.2f} |")
 
 
 def bench_fabric(fabric: str, sizes) -> None:
     print(f"\n### {fabric}: ~1% faulty nodes (slow, NIC, hang, unreachable) + 2 degraded "
           "switch links, jitter 3%, glitches 1%\n")
-    print("| method                       |  nodes | rounds       |     tests | test s    "
+    print("| method                       |  nodes | rounds       | n/NIC |     tests | test s    "
           "| precision | recall | links x+s | CPU s   |")
-    print("|" + "|".join("-" * w for w in (30, 8, 14, 11, 11, 11, 8, 11, 9)) + "|")
+    print("|" + "|".join("-" * w for w in (30, 8, 14, 7, 11, 11, 11, 8, 11, 9)) + "|")
     for n in sizes:
         topo = cluster(n, fabric)
         spec = resolve_spec(None, topo)
@@ -116,8 +117,10 @@ def bench_fabric(fabric: str, sizes) -> None:
         in_set = sum(any(lk in {link_key(*c) for c in s["candidates"]} for s in res.link_suspects)
                      for lk in truth_links)
         links = f"{exact}+{in_set}/{len(truth_links)}"
+        devices = set(fs.drain_nodes()) | set(fs.bad_nics()) | set(fs.unreachable_nodes())
+        vr = max((r for k, r in res.extra["verdict_rounds"].items() if k in devices), default=0)
         print(row("fabriccheck sweep", n, res.rounds, res.tests, res.test_seconds, prec, rec,
-                  links, cpu), flush=True)
+                  links, cpu, vr=str(vr)), flush=True)
         for name, fn in (("round-robin (n-1 rounds)", round_robin),
                          ("recursive halving", recursive_halving)):
             ex = SimExecutor(topo, spec, fs, seed=1)
