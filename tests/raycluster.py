@@ -123,6 +123,7 @@ class RayCluster:
         self.env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
         self.procs: list[_Proc] = []
         self.port = 0
+        self._used_ports: set[int] = set()
         self.root = Path("/tmp") / self.tag  # short: Ray's unix socket paths must stay < 108 chars
 
     @property
@@ -134,12 +135,23 @@ class RayCluster:
     def head_ip(self) -> str:
         return self.nodes[0].ip
 
+    def _ports(self, n: int) -> list[int]:
+        """``n`` free ports never handed out before by this cluster (a closed probe socket's
+        port can come back from the kernel at once)."""
+        out: list[int] = []
+        while len(out) < n:
+            for port in free_ports(n - len(out)):
+                if port not in self._used_ports:
+                    self._used_ports.add(port)
+                    out.append(port)
+        return out
+
     def _argv(self, spec: NodeSpec, idx: int, temp_dir: Path) -> list[str]:
         resources = {**({f"fchost_{spec.name}": 1.0} if spec.tag_resource else {}),
                      **spec.resources}
         import json
 
-        ports = free_ports(4, "127.0.0.1")
+        ports = self._ports(4)
         argv = [
             *spec.prefix,
             "timeout", "-s", "KILL", str(int(self.max_life_s)),
@@ -159,7 +171,7 @@ class RayCluster:
             argv += ["--labels", json.dumps(spec.labels)]
         if idx == 0:
             argv += ["--head", "--port", str(self.port), "--include-dashboard", "false",
-                     "--dashboard-port", str(free_ports(1)[0])]
+                     "--dashboard-port", str(self._ports(1)[0])]
         else:
             argv += ["--address", self.address]
         return argv
@@ -195,7 +207,7 @@ class RayCluster:
     def start(self, timeout_s: float = 90.0) -> RayCluster:
         """Start the head, then every worker at once; return when all raylets say they started."""
         deadline = time.monotonic() + timeout_s
-        self.port = free_ports(1)[0]
+        self.port = self._ports(1)[0]
         try:
             self._wait_ready(self._spawn(0), deadline)
             workers = [self._spawn(i) for i in range(1, len(self.nodes))]
