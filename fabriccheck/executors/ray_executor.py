@@ -334,12 +334,13 @@ class RayExecutor:
                     for i, t in enumerate(tests)}
         results: dict[str, RawResult] = {}
         before = set(self.reservations)
+        dead: set[str] = set()
         try:
             problems = self.reserve(tests)
             if problems:  # a dead host blocks its group's reservation: find out who
                 blocked = [h for t in tests if t.test_id in problems for h in t.nodes]
                 dead = self.unresponsive([h for h in blocked if h in self._nodes])
-                dead |= {h for h in blocked if h not in self._nodes}
+                dead |= {h for h in blocked if h not in self._nodes}  # gone or ambiguous
             for test in tests:
                 if test.test_id in problems:
                     results[test.test_id] = _not_run(test, launches[test.test_id],

@@ -26,6 +26,7 @@ from typing import Any
 
 from fabriccheck.errors import (
     AuthError,
+    ConfigError,
     ConnectError,
     ExecutorError,
     RemoteCommandError,
@@ -167,9 +168,13 @@ def connect(
 
     Returns True if this call made the connection (the caller then owns it and shuts it down),
     False if Ray was already initialised (e.g. fabriccheck runs inside a Ray job).
+    ``address`` None means ``RAY_ADDRESS``; ``auto`` (Ray's discovery of a local cluster) must be
+    asked for explicitly: on a shared machine it finds whatever cluster happens to run there.
 
     Raises
     ------
+    ConfigError
+        No address given and ``RAY_ADDRESS`` unset.
     ConnectError
         Nothing listens at the address, or ``ray.init`` failed or hung for ``timeout_s``.
     """
@@ -177,7 +182,10 @@ def connect(
 
     if ray.is_initialized():
         return False
-    address = address or os.environ.get("RAY_ADDRESS") or "auto"
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        raise ConfigError("the ray executor needs the cluster's address", field="--ray-address",
+                          hint="pass --ray-address HEAD_IP:6379 (or auto), or set RAY_ADDRESS")
     check_reachable(address, min(timeout_s, 5.0))
     for key, value in _DRIVER_ENV.items():
         os.environ.setdefault(key, value)

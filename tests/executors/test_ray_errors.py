@@ -98,3 +98,17 @@ def test_connect_to_a_dead_address_fails_fast_with_connect_error():
         connect(address, timeout_s=5.0)
     assert "--ray-address" in (info.value.hint or "")
     assert not ray.is_initialized()
+
+
+def test_no_address_is_a_config_error_not_a_guess(monkeypatch):
+    """Ray's ``auto`` would pick whatever cluster runs on the machine; it must be asked for."""
+    import ray
+
+    from fabriccheck.errors import ConfigError
+
+    if ray.is_initialized():
+        pytest.skip("this process is already connected to a Ray cluster")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(ConfigError, match="--ray-address"):
+        connect(None, timeout_s=5.0)
+    assert not ray.is_initialized()
