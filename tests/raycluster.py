@@ -334,7 +334,9 @@ def cluster_fixture(hosts: Sequence[str] = SHARED_HOSTS):
             cluster.stop()
 
 
-def lab_cluster(inventory_path: str | Path, *, tag_resource: bool = False) -> RayCluster:
+def lab_cluster(
+    inventory_path: str | Path, *, tag_resource: bool = False, extra_env: dict | None = None
+) -> RayCluster:
     """A Ray cluster over a running namespace lab (not started): one raylet per lab host.
 
     The head (no CPUs: it only serves the driver) runs in the root namespace on the lab's
@@ -355,4 +357,4 @@ def lab_cluster(inventory_path: str | Path, *, tag_resource: bool = False) -> Ra
                   "sh", "-c", 'hostname "$0" && exec "$@"', host)
         specs.append(NodeSpec(host, entry["address"], prefix=prefix, tag_resource=tag_resource,
                               env={"PATH": path}))
-    return RayCluster(specs, tag="fcrlab")
+    return RayCluster(specs, tag="fcrlab", extra_env=extra_env)
