@@ -279,7 +279,8 @@ class SimExecutor:
         if prep.state == "unreachable":
             stderr = "".join(f"ssh: connect to host {h} port 22: No route to host\n"
                              for h in prep.unreachable)
-            return RawResult(test.test_id, stderr=stderr, exit_code=255,
+            # ssh never started the command: no exit code (RawResult: None = never ran)
+            return RawResult(test.test_id, stderr=stderr, exit_code=None,
                              duration_s=SSH_CONNECT_TIMEOUT_S, unreachable=prep.unreachable,
                              commands=commands)
         if prep.state == "hang":
