@@ -71,6 +71,30 @@ class SweepPolicy:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
+def spec_probes(spec: object, pair_probe: str | None = None) -> dict[str, str]:
+    """The pair and group probes a test spec defines: ``{"pair_probe": .., "scale_probe": ..}``.
+
+    ``pair_probe`` (when given) wins; otherwise the first of ``ib_write_bw``, ``iperf3`` (per
+    rail), ``nccl``, ``allreduce-cpu`` the spec has an entry for. The group probe is the first of
+    ``nccl``, ``allreduce-cpu`` it defines. Keys are left out when the spec has no candidate, so
+    the policy defaults stay.
+
+    >>> from types import SimpleNamespace as NS
+    >>> spec = NS(probes=(NS(probe="iperf3"), NS(probe="allreduce-cpu")))
+    >>> spec_probes(spec)
+    {'pair_probe': 'iperf3', 'scale_probe': 'allreduce-cpu'}
+    """
+    have = {p.probe for p in getattr(spec, "probes", ())}
+    out: dict[str, str] = {}
+    pair = pair_probe or next((p for p in (*PAIR_PROBES, *GROUP_PROBES) if p in have), None)
+    if pair:
+        out["pair_probe"] = pair
+    group = next((p for p in GROUP_PROBES if p in have), None)
+    if group:
+        out["scale_probe"] = group
+    return out
+
+
 def GatePolicy(**changes: object) -> SweepPolicy:  # noqa: N802 - a policy preset, reads as a type
     """The gate preset: one parallel round, a second only if something failed, hard budget."""
     base = SweepPolicy(mode="gate", sweep_rounds=1, max_rounds=2,

@@ -36,8 +36,9 @@ Inv = Annotated[str | None, typer.Option("--inventory", help="Inventory file (ho
 RayAddr = Annotated[str | None, typer.Option("--ray-address", help="Ray cluster address.")]
 Json = Annotated[bool, typer.Option("--json", help="Print only the run-result JSON.")]
 Report = Annotated[str | None, typer.Option("--report", help="Write a report into this dir.")]
-Probe = Annotated[str, typer.Option("--probe", help="Pair probe: ib_write_bw|iperf3|nccl|"
-                                                    "allreduce-cpu.")]
+Probe = Annotated[str | None, typer.Option(
+    "--probe", help="Pair probe: ib_write_bw|iperf3|nccl|allreduce-cpu (default: the first of "
+                    "these the test spec defines).")]
 Scale = Annotated[int, typer.Option("--scale", help="Add a collective round over groups of "
                                                     "this many nodes (0: off).")]
 Budget = Annotated[float | None, typer.Option("--budget-s", help="Hard cap on test time (s).")]
@@ -182,10 +183,12 @@ def _exit_code(result: RunResult, mode: str) -> int:
     return 1 if found else 0
 
 
-def _policy(mode: str, **kw):
-    from fabriccheck.policy import BisectPolicy, GatePolicy, SweepPolicy
+def _policy(mode: str, spec=None, **kw):
+    from fabriccheck.policy import BisectPolicy, GatePolicy, SweepPolicy, spec_probes
 
     kw = {k: v for k, v in kw.items() if v is not None}
+    if spec is not None:  # probes default to what the test spec defines
+        kw.update(spec_probes(spec, kw.get("pair_probe")))
     return {"gate": GatePolicy, "bisect": BisectPolicy}.get(mode, SweepPolicy)(**kw) \
         if mode != "sweep" else SweepPolicy(**kw)
 
@@ -194,7 +197,7 @@ def _policy(mode: str, **kw):
 def sweep(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
           node_file: NodeFile = None, executor: Exe = "sim", faults: Faults = None,
           seed: Seed = 0, inventory: Inv = None, ray_address: RayAddr = None, json_: Json = False,
-          report: Report = None, probe: Probe = "ib_write_bw", scale: Scale = 0,
+          report: Report = None, probe: Probe = None, scale: Scale = 0,
           budget_s: Budget = None, db: oo.Db = None, no_history: oo.NoHistory = False,
           resume: oo.Resume = None, scheduler: oo.Scheduler = None,
           partition: oo.Partition = None, selector: oo.Selector = None,
@@ -207,7 +210,8 @@ def sweep(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
                          skip_tested_within=skip_tested_within, apply=apply,
                          max_drain=max_drain, exclude_file=exclude_file, metrics=metrics)
     s = _setup(topology, spec, nodes, node_file, executor, faults, seed, inventory, ray_address)
-    pol = _policy("sweep", seed=seed, pair_probe=probe, scale_group_size=scale, budget_s=budget_s)
+    pol = _policy("sweep", spec=s.spec, seed=seed, pair_probe=probe, scale_group_size=scale,
+                  budget_s=budget_s)
     result = _run("sweep", s, pol, json_=json_, report=report, ops=ops)
     _finish(result, json_, _exit_code(result, "sweep"))
 
@@ -218,7 +222,7 @@ def gate(node_args: Annotated[list[str] | None, typer.Argument(
          topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
          node_file: NodeFile = None, executor: Exe = "sim", faults: Faults = None,
          seed: Seed = 0, inventory: Inv = None, ray_address: RayAddr = None,
-         json_: Json = False, report: Report = None, probe: Probe = "ib_write_bw",
+         json_: Json = False, report: Report = None, probe: Probe = None,
          budget_s: Annotated[float, typer.Option("--budget-s", help="Hard cap on test time.")]
          = 300.0, db: oo.Db = None, no_history: oo.NoHistory = False,
          resume: oo.Resume = None, scheduler: oo.Scheduler = None, apply: oo.Apply = False,
@@ -233,7 +237,7 @@ def gate(node_args: Annotated[list[str] | None, typer.Argument(
                          metrics=metrics)
     s = _setup(topology, spec, nodes, node_file, executor, faults, seed, inventory, ray_address,
                positional=node_args)
-    pol = _policy("gate", seed=seed, pair_probe=probe, budget_s=budget_s)
+    pol = _policy("gate", spec=s.spec, seed=seed, pair_probe=probe, budget_s=budget_s)
     try:
         result = _run("gate", s, pol, json_=json_, report=report, ops=ops)
     except ExecutorError as exc:
@@ -245,7 +249,7 @@ def gate(node_args: Annotated[list[str] | None, typer.Argument(
 def bisect(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
            node_file: NodeFile = None, executor: Exe = "sim", faults: Faults = None,
            seed: Seed = 0, inventory: Inv = None, ray_address: RayAddr = None,
-           json_: Json = False, report: Report = None, probe: Probe = "ib_write_bw",
+           json_: Json = False, report: Report = None, probe: Probe = None,
            job_log: Annotated[str | None, typer.Option("--job-log", help="The job's NCCL log.")]
            = None, scale: Annotated[int, typer.Option("--scale", help="Group size for the "
                                                        "bisection at scale.")] = 8,
@@ -269,7 +273,7 @@ def bisect(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
         info = {"log_suspects": list(named), "log_hcas": [f"{h}/{c}" for h, c in scan.hcas]}
         if not json_:
             err.print(f"job log names: {', '.join(named) or 'no host'}", highlight=False)
-    pol = _policy("bisect", seed=seed, pair_probe=probe, scale_group_size=scale)
+    pol = _policy("bisect", spec=s.spec, seed=seed, pair_probe=probe, scale_group_size=scale)
     ops = oo.ops_options(db=db, no_history=no_history, resume=resume, scheduler=scheduler,
                          apply=apply, max_drain=max_drain, exclude_file=exclude_file,
                          metrics=metrics)
@@ -290,7 +294,7 @@ def demo(seed: Seed = 13, json_: Json = False,
                   highlight=False)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     report = out_dir or str(Path("reports") / f"demo-{stamp}")
-    pol = _policy("sweep", seed=seed)
+    pol = _policy("sweep", spec=s.spec, seed=seed)
     result = _run("sweep", s, pol, json_=json_, report=report, extra={"faults": faults})
     if json_:
         _finish(result, json_, 0)

@@ -125,3 +125,12 @@ def test_demo_json_only_json_on_stdout(tmp_path):
     assert r.exit_code == 0
     d = json.loads(r.stdout)
     assert d["mode"] == "sweep" and d["report"]
+
+
+def test_probe_defaults_from_the_spec_lab_tcp_has_no_ib_write_bw():
+    """lab-4's spec (lab-tcp) defines iperf3 and allreduce-cpu only: no --probe needed."""
+    r = invoke("sweep", "-t", "lab-4", "--json", "--seed", "2")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["pair_probe"] == "iperf3"
+    assert d["tests"] > 0 and not d["drain"]
