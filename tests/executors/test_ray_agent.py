@@ -194,10 +194,24 @@ def test_reaper_kills_orphaned_groups_when_the_agent_dies_and_its_wrapper_is_kil
             proc.wait()
 
 
+def _reapers_of(directory: Path) -> list[int]:
+    """pids of reaper loops watching ``directory`` (argv: sh -c SCRIPT reaper PID DIR)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if len(argv) >= 6 and argv[3] == "reaper" and argv[5] == str(directory):
+            out.append(int(entry.name))
+    return out
+
+
 def test_clean_shutdown_stops_the_reaper():
     a = HostAgent("r")
-    reaper = [pid for pid in procs_with("sh") if str(a._dir) in
-              Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")]
+    deadline = time.monotonic() + 3
+    while len(reaper := _reapers_of(a._dir)) != 1 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the detached loop may still be starting
     assert len(reaper) == 1
     a.shutdown()
     deadline = time.monotonic() + 3
