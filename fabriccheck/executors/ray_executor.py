@@ -62,7 +62,8 @@ class RayExecutor:
     Parameters
     ----------
     address : str, optional
-        The cluster's GCS ``host:port`` (``--ray-address``); ``None`` = ``RAY_ADDRESS`` or ``auto``.
+        The cluster's GCS ``host:port`` (``--ray-address``) or ``auto``; ``None`` = ``RAY_ADDRESS``
+        (neither: :class:`~fabriccheck.errors.ConfigError`).
     inventory : Inventory or path, optional
         Host addresses, NIC IPs and probe settings (:mod:`fabriccheck.inventory.file`); without
         one, every NIC of a host resolves to its Ray node's IP.
@@ -133,7 +134,12 @@ class RayExecutor:
         self._closed = False
         self._owns_connection = connect(address, timeout_s=init_timeout_s,
                                         node_ip_address=node_ip_address)
-        self.refresh_nodes()
+        try:
+            self.refresh_nodes()
+        except BaseException:
+            if self._owns_connection:
+                disconnect()
+            raise
 
     # -- nodes -------------------------------------------------------------------------------
     def refresh_nodes(self) -> dict[str, RayNode]:
