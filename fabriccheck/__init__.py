@@ -15,16 +15,14 @@ from fabriccheck.errors import (
 
 __version__ = "0.1.0"
 
-__all__ = sorted(
-    [
-        "AuthError",
-        "ConfigError",
-        "ConnectError",
-        "ExecutorError",
-        "FabricCheckError",
-        "ParseError",
-        "RemoteCommandError",
-        "TaskTimeout",
-        "__version__",
-    ]
-)
+__all__ = [
+    "AuthError",
+    "ConfigError",
+    "ConnectError",
+    "ExecutorError",
+    "FabricCheckError",
+    "ParseError",
+    "RemoteCommandError",
+    "TaskTimeout",
+    "__version__",
+]

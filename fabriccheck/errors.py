@@ -2,7 +2,7 @@
 
 ::
 
-    FabricCheckError                 fabriccheck itself failed (never "a node is bad": that is a result)
+    FabricCheckError                 fabriccheck itself failed (never "a node is bad": a result)
      ├── ConfigError                 bad file, field or flag                       -> exit 2
      ├── ParseError                  tool output that cannot be read (tool, excerpt)
      └── ExecutorError               the executor or inventory could not test      -> exit 3

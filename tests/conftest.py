@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-#: ../shared/fixtures beside the clone (CI puts shared/ next to the repo); FABRICCHECK_FIXTURES overrides
+#: ../shared/fixtures beside the clone (CI puts shared/ next to the repo);
+#: FABRICCHECK_FIXTURES overrides
 SHARED_FIXTURES = Path(
     os.environ.get("FABRICCHECK_FIXTURES", REPO.parent / "shared" / "fixtures")
 ).resolve()
