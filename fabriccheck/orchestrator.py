@@ -50,6 +50,8 @@ class RunState:
     warnings: list[str] = field(default_factory=list)
     avoid: dict[int | None, set[frozenset[str]]] = field(default_factory=lambda: defaultdict(set))
     prev_cross: dict[int | None, frozenset[str]] = field(default_factory=dict)
+    #: nodes that received a cross-leaf sweep flow so far (per rail): their downlink was crossed
+    served: dict[int | None, frozenset[str]] = field(default_factory=dict)
     bisect: list[BisectTask] = field(default_factory=list)
     bisect_halves: dict[str, tuple[BisectTask, tuple[str, ...]]] = field(default_factory=dict)
     scale_culprits: dict[str, list[str]] = field(default_factory=dict)
@@ -177,19 +179,23 @@ class _Loop:
         if pol.per_rail:
             plans = plan_rail_pairs(
                 [n for n in active if b.node_free(n)], view, round_no=k, seed=pol.seed,
-                avoid=st.avoid, prev_cross=st.prev_cross, roce_cross_share=pol.roce_cross_share)
+                avoid=st.avoid, prev_cross=st.prev_cross, roce_cross_share=pol.roce_cross_share,
+                prev_served=st.served)
             for rail, plan in plans.items():
                 for c, s in plan.pairs:
                     b.add_flow(c, s, rail, "sweep", check_links=False)  # planned link-disjoint
                 st.prev_cross[rail] = plan.cross
+                st.served[rail] = st.served.get(rail, frozenset()) | plan.served
         else:
             plan = plan_pairs([n for n in active if b.node_free(n)], view, round_no=k,
                               seed=pol.seed, avoid=st.avoid[None],
                               prev_cross=st.prev_cross.get(None, ()),
-                              roce_cross_share=pol.roce_cross_share)
+                              roce_cross_share=pol.roce_cross_share,
+                              prev_served=st.served.get(None, ()))
             for a, c in plan.pairs:
                 b.add_group((a, c), "sweep", probe=pol.pair_probe)
             st.prev_cross[None] = plan.cross
+            st.served[None] = st.served.get(None, frozenset()) | plan.served
         for t in b.tests:
             rail = t.params.get("rails", (None,))[0] if pol.per_rail else None
             st.avoid[rail].add(pair_key(*t.nodes[:2]))
@@ -230,13 +236,18 @@ class _Loop:
         # strongest suspects first: partners on their leaf are few
         todo = sorted([*inf.nic_suspects.values(), *inf.node_suspects.values()],
                       key=lambda v: (-len(v.evidence), v.name))
+        met: dict[str, set[str]] = defaultdict(set)  # partners each node was tested with
+        for o in st.observations:
+            for n in o.test.nodes:
+                met[n].update(o.test.nodes)
         for v in todo:
             if st.tries[v.name] >= 2:
                 continue
+            seen = frozenset(met[v.name.split("/", 1)[0]])
             if v.kind == "nic":
-                made = plan_nic_confirm(v.name, b, pool, inf.good_nics, local)
+                made = plan_nic_confirm(v.name, b, pool, inf.good_nics, local, met=seen)
             else:
-                made = plan_node_confirm(v.name, b, pool, inf.good_nics, local=local)
+                made = plan_node_confirm(v.name, b, pool, inf.good_nics, local=local, met=seen)
             if made:
                 st.tries[v.name] += 1
         for node in sorted(inf.hang_suspects):

@@ -5,7 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fabriccheck.inference.attribute import Inference, link_name
-from fabriccheck.models import BAD, HEALTHY, SUSPECT, UNTESTED, RunResult, Verdict, nic_node
+from fabriccheck.models import (
+    BAD,
+    FAIL,
+    HEALTHY,
+    PASS,
+    SUSPECT,
+    UNTESTED,
+    RunResult,
+    Verdict,
+    nic_node,
+)
 from fabriccheck.planning.view import FabricView
 from fabriccheck.policy import SweepPolicy
 
@@ -90,6 +100,9 @@ def build_result(
             "verdict_rounds": dict(sorted(st.verdict_rounds.items())),
             "budget_exhausted": st.budget_hit,
             "fabric": view.fabric,
+            # switch links surely crossed by a test that ran to the end (pass or fail)
+            "link_coverage": view.coverage(
+                f for o in st.observations if o.status in (PASS, FAIL) for f in o.test.flows),
             "topology": view.topology.name,
             "seed": policy.seed,
             "pair_probe": policy.pair_probe,

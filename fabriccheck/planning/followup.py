@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from fabriccheck.models import LinkKey, nic_node
+from fabriccheck.models import LinkKey, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.view import FabricView
 
@@ -62,31 +62,42 @@ class GoodPool:
 
     def take_nic_partner(self, nic: str, rail: int, b: RoundBuilder, good_nics: set[str],
                          exclude: set[str], way: str | None = None,
-                         local: Sequence[str] = ()) -> str | None:
+                         local: Sequence[str] = (), met: set[str] | frozenset[str] = frozenset(),
+                         ) -> str | None:
         """A partner for a confirmation on ``nic``'s rail, whose NIC is free this round.
 
-        First a known-good node on ``nic``'s leaf (the test then crosses no switch link, so a
-        failure can only be the suspect); then any other node of ``local`` on that leaf (a pass
-        clears both; a failure convicts nobody); then a known-good node elsewhere.
+        Ranked: a known-good node on ``nic``'s leaf the suspect has not met yet (the test then
+        crosses no switch link, so a failure can only be the suspect, and a new partner is
+        independent evidence); then another node of ``local`` on that leaf it has not met (a
+        pass clears both; a failure convicts only if that node is cleared elsewhere); then a
+        known-good same-leaf node it met before; then a known-good node elsewhere.
         """
         att = self.view.topology.attachment
         leaf = att.get(nic)
-        best = None
+        best: tuple[int, str] | None = None
+
+        def offer(rank: int, node: str) -> None:
+            nonlocal best
+            if best is None or rank < best[0]:
+                best = (rank, node)
+
         for node in self.free:
             other = self.view.rails_of[node].get(rail)
             if (node in exclude or other is None or other not in good_nics
                     or not b.nic_free(other, way)):
                 continue
             if att.get(other) == leaf:
-                return node
-            if best is None:
-                best = node
+                if node not in met:
+                    return node
+                offer(2, node)
+            else:
+                offer(3, node)
         for node in sorted(local):
             other = self.view.rails_of[node].get(rail)
             if (node not in exclude and other is not None and att.get(other) == leaf
                     and b.nic_free(other, way)):
-                return node
-        return best
+                offer(1 if node not in met else 4, node)
+        return best[1] if best else None
 
     def give_back(self, nodes: Sequence[str]) -> None:
         self.free = [*nodes, *self.free]
@@ -111,7 +122,7 @@ class GoodPool:
 
 
 def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
-                     local: Sequence[str] = ()) -> int:
+                     local: Sequence[str] = (), met: frozenset[str] = frozenset()) -> int:
     """Client and server tests of a suspect NIC against known-good same-leaf partners."""
     node = nic_node(nic)
     rail = b.view.topology.nics[nic].rail
@@ -119,7 +130,7 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
     used: set[str] = {node}
     for direction in ("client", "server"):
         way = "rx" if direction == "client" else "tx"  # what the partner's NIC does
-        partner = pool.take_nic_partner(nic, rail, b, good_nics, used, way, local)
+        partner = pool.take_nic_partner(nic, rail, b, good_nics, used, way, local, met)
         if partner is None:
             break
         used.add(partner)
@@ -130,7 +141,8 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
 
 
 def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
-                      *, hang: bool = False, local: Sequence[str] = ()) -> int:
+                      *, hang: bool = False, local: Sequence[str] = (),
+                      met: frozenset[str] = frozenset()) -> int:
     """Confirmation of a suspect node: every rail both ways (one test for a hang suspect).
 
     Per rail with ``ib_write_bw`` even when the sweep used a collective, so a suspect node's
@@ -150,7 +162,7 @@ def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set
         for r in rails:
             nic = b.view.rails_of[node][r]
             way = "rx" if direction == "client" else "tx"
-            partner = pool.take_nic_partner(nic, r, b, good_nics, {node}, way, local)
+            partner = pool.take_nic_partner(nic, r, b, good_nics, {node}, way, local, met)
             if partner is None:
                 continue
             client, server = (node, partner) if direction == "client" else (partner, node)
@@ -168,12 +180,17 @@ def plan_link_probes(
     seed: int,
     search_limit: int = 2000,
     retest: bool = True,
+    per_link: int = 2,
 ) -> int:
     """Localization tests for one candidate set of links.
 
-    InfiniBand: per candidate, a flow between known-good NICs (a node pair not seen failing yet)
-    whose route crosses it and no other candidate; with one candidate also a retest of the first
-    failing flow ``(test_id, src_nic, dst_nic)`` on the same route (a pass means a glitch).
+    InfiniBand: per candidate, ``per_link`` flows between known-good NICs (node pairs not seen
+    failing yet, one per direction where the routes allow) whose route crosses it and no other
+    candidate; with one candidate also a retest of the first failing flow
+    ``(test_id, src_nic, dst_nic)`` on the same route (a pass means a glitch). A link is only
+    called bad when two such fresh probes fail (see ``inference.localize``): a glitch repeating
+    on two independent pairs is ~glitch_rate² per suspect, and one passing probe clears it. The
+    probes' endpoints passed other tests, so they are their own controls.
     RoCE: fresh flows between the two leaves (see :func:`_roce_leaf_probes`).
     """
     made = 0
@@ -181,19 +198,24 @@ def plan_link_probes(
     if view.fabric != "infiniband":
         return _roce_leaf_probes(flows, b, good_nics, seed)
     seen = {frozenset((nic_node(s), nic_node(d))) for _, s, d in flows}
+    rng = random.Random(f"probe:{seed}:{b.round_no}")
+    for link in candidates[:8]:
+        for _ in range(per_link):
+            t = _probe_one(link, set(candidates), b, good_nics, seen, rng, search_limit)
+            if t is None:
+                break
+            seen.add(frozenset(t.nodes))  # the next probe of this link: another node pair
+            made += 1
     if retest and (len(candidates) < 2 or len(flows) < 2):  # "glitch or real?": same route
-        for test_id, src, dst in flows[:1]:
+        for test_id, src, dst in flows[:1]:  # only if a direction of its links is still free
             t = b.add_flow(nic_node(src), nic_node(dst), view.topology.nics[src].rail,
                            "localize", retest_of=test_id)
             made += t is not None
-    rng = random.Random(f"probe:{seed}:{b.round_no}")
-    for link in candidates[:8]:
-        made += _probe_one(link, set(candidates), b, good_nics, seen, rng, search_limit)
     return made
 
 
 def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: set[str],
-               seen: set[frozenset[str]], rng: random.Random, search_limit: int) -> int:
+               seen: set[frozenset[str]], rng: random.Random, search_limit: int) -> Test | None:
     """One known-good flow whose route crosses ``link`` (either way) and no other candidate."""
     view = b.view
     att = view.topology.attachment
@@ -210,7 +232,7 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
         for o in others[:64]:
             tries += 1
             if tries > search_limit:
-                return 0
+                return None
             for s, d in ((a, o), (o, a)):
                 if s == d or frozenset((nic_node(s), nic_node(d))) in seen:
                     continue
@@ -218,10 +240,11 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
                     continue
                 route = view.route_links(s, d)
                 if link in route and not (route & (cand - {link})):
-                    if b.add_flow(nic_node(s), nic_node(d), rail, "localize",
-                                  probe_of=f"{link[0]} -- {link[1]}"):
-                        return 1
-    return 0
+                    t = b.add_flow(nic_node(s), nic_node(d), rail, "localize",
+                                   probe_of=f"{link[0]} -- {link[1]}")
+                    if t is not None:
+                        return t
+    return None
 
 
 def _roce_leaf_probes(flows, b: RoundBuilder, good_nics: set[str], seed: int) -> int:

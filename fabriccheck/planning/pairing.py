@@ -32,6 +32,8 @@ class PairPlan:
     pairs: tuple[Pair, ...]
     leftovers: tuple[str, ...] = ()
     cross: frozenset[str] = field(default_factory=frozenset)
+    #: servers (receivers) of cross-leaf pairs: their leaf's downlink on their route was crossed
+    served: frozenset[str] = field(default_factory=frozenset)
 
 
 def circle_matching(items: Sequence[str], index: int) -> list[tuple[str, str]]:
@@ -118,6 +120,7 @@ def plan_pairs(
     roce_cross_share: float = 0.0,
     budget: CrossBudget | None = None,
     search_limit: int = 24,
+    prev_served: Iterable[str] = (),
 ) -> PairPlan:
     """Pair ``nodes`` for one sweep round (see the module docstring).
 
@@ -142,6 +145,12 @@ def plan_pairs(
         RoCE only: cross-leaf flows per leaf and round as a share of its uplinks.
     budget
         Share link reservations with other calls of the same round (one per rail).
+    prev_served
+        InfiniBand: nodes that already received a cross-leaf flow. A destination-routed fabric
+        (D-mod-K) brings every flow to a node down one fixed spine link, so a leaf's downlinks
+        are all crossed once each of its nodes has received a cross flow: IB rounds pair every
+        node across leaves (cross pairs of two whole leaves never share a directed link) and
+        make the node not yet served the receiver, so rounds 1+2 cover every leaf uplink.
 
     Returns
     -------
@@ -149,6 +158,8 @@ def plan_pairs(
     """
     avoid_set = set(avoid)
     crossed = set(prev_cross)
+    served = set(prev_served)
+    ib = view.fabric == "infiniband"
     tag = "all" if rail is None else rail
     rng = random.Random(f"pairs:{seed}:{round_no}:{tag}")
     pods: dict[tuple[str, ...], list[str]] = defaultdict(list)
@@ -160,7 +171,10 @@ def plan_pairs(
             pods[(att.get(view.rails_of[n][rail], ""),)].append(n)
     for members in pods.values():
         rng.shuffle(members)
-        members.sort(key=lambda n: n in crossed)  # stable: last round's local nodes cross first
+        if ib:  # everyone crosses; receivers-to-be first
+            members.sort(key=lambda n: n in served)
+        else:  # stable: last round's local nodes cross first
+            members.sort(key=lambda n: n in crossed)
     order = sorted(pods)
     random.Random(f"pods:{seed}:{tag}").shuffle(order)
     budget = budget or CrossBudget(view, roce_cross_share)
@@ -170,7 +184,8 @@ def plan_pairs(
     offset = 0 if rail is None else rail
     for x, y in circle_matching([str(i) for i in range(len(order))], round_no - 1 + offset):
         px, py = pods[order[int(x)]], pods[order[int(y)]]
-        _cross_pairs(px, py, budget, rail, avoid_set, used, pairs, cross, search_limit)
+        _cross_pairs(px, py, budget, rail, avoid_set, used, pairs, cross, search_limit,
+                     served if ib else None)
     spill: list[str] = []
     for key in order:
         rest = [n for n in pods[key] if n not in used]
@@ -178,7 +193,9 @@ def plan_pairs(
     # leftovers of different pods pair across (a few flows; forced through the budget)
     spill.sort(key=lambda n: (pods_key(view, n, rail), n))
     leftovers = _local_pairs(spill, avoid_set, used, pairs, budget=budget, cross=cross, rail=rail)
-    return PairPlan(tuple(pairs), tuple(sorted(leftovers)), frozenset(cross))
+    now_served = frozenset(s for c, s in pairs if s in cross and c in cross
+                           and pods_key(view, c, rail) != pods_key(view, s, rail))
+    return PairPlan(tuple(pairs), tuple(sorted(leftovers)), frozenset(cross), now_served)
 
 
 def plan_rail_pairs(
@@ -190,6 +207,7 @@ def plan_rail_pairs(
     avoid: dict[int, set[frozenset[str]]] | None = None,
     prev_cross: dict[int, frozenset[str]] | None = None,
     roce_cross_share: float = 0.0,
+    prev_served: dict[int, frozenset[str]] | None = None,
 ) -> dict[int, PairPlan]:
     """Pair every rail's NICs independently (rail-aligned ``ib_write_bw`` pairs), one shared
     link budget for the round, so a node meets a different partner on each rail."""
@@ -198,10 +216,11 @@ def plan_rail_pairs(
     budget = CrossBudget(view, roce_cross_share)
     avoid = avoid or {}
     prev_cross = prev_cross or {}
+    prev_served = prev_served or {}
     return {
         r: plan_pairs(
             nodes, view, round_no=round_no, seed=seed, rail=r, avoid=avoid.get(r, ()),
-            prev_cross=prev_cross.get(r, ()), budget=budget,
+            prev_cross=prev_cross.get(r, ()), budget=budget, prev_served=prev_served.get(r, ()),
         )
         for r in rails
     }
@@ -213,19 +232,28 @@ def pods_key(view: FabricView, node: str, rail: int | None) -> tuple[str, ...]:
     return (view.topology.attachment.get(view.rails_of[node].get(rail, ""), ""),)
 
 
-def _cross_pairs(px, py, budget, rail, avoid, used, pairs, cross, search_limit) -> None:
+def _cross_pairs(px, py, budget, rail, avoid, used, pairs, cross, search_limit,
+                 served: set[str] | None = None) -> None:
+    """Cross pairs between two pods; with ``served`` (IB) the node that has not yet received a
+    cross flow is the server, and partners are chosen so one of the two still needs it."""
     flip = False
     misses = 0
     for a in px:
         if misses > search_limit:
             break
         found = None
-        for tries, b in enumerate(n for n in py if n not in used):
+        free = [n for n in py if n not in used]
+        if served is not None:
+            free.sort(key=lambda n, a_in=a in served: (n in served) == a_in)
+        for tries, b in enumerate(free):
             if tries > search_limit:
                 break
             if pair_key(a, b) in avoid:
                 continue
-            client, server = (b, a) if flip else (a, b)
+            if served is not None and (a in served) != (b in served):
+                client, server = (a, b) if a in served else (b, a)
+            else:
+                client, server = (b, a) if flip else (a, b)
             if budget.fits(client, server, rail):
                 found = (client, server)
                 break

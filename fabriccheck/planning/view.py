@@ -7,6 +7,7 @@ so link questions are about switch-to-switch links only.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from functools import cached_property
 
 from fabriccheck.errors import ConfigError
@@ -114,6 +115,22 @@ class FabricView:
     def route_links(self, src: str, dst: str) -> frozenset[LinkKey]:
         """The switch links a flow surely or possibly uses (its ``possible`` set)."""
         return self.flow_links(Flow(src, dst))[1]
+
+    @cached_property
+    def switch_links(self) -> frozenset[LinkKey]:
+        """Every switch-to-switch link (leaf-spine, spine-core): what link questions are about."""
+        sw = self.topology.switches
+        return frozenset(k for k in self.topology.links if k[0] in sw and k[1] in sw)
+
+    def coverage(self, flows: Iterable[Flow]) -> dict[str, float]:
+        """How many switch links ``flows`` surely cross (IB: the route; RoCE: links every
+        equal-cost path shares): ``{"exercised", "total", "share"}``."""
+        crossed: set[LinkKey] = set()
+        for f in flows:
+            crossed |= self.flow_links(f)[0]
+        total = len(self.switch_links)
+        got = len(crossed & self.switch_links)
+        return {"exercised": got, "total": total, "share": round(got / total, 4) if total else 1.0}
 
     def same_leaf(self, a_nic: str, b_nic: str) -> bool:
         att = self.topology.attachment

@@ -132,6 +132,12 @@ def test_ib_link_is_found_exactly_and_nics_are_not_blamed():
     obs.append(flow_obs(a1, b1, 0, "fail", rnd=3, purpose="localize", value=196.0,
                         retest_of=obs[0].test.test_id))
     inf = infer(obs, VIEW)
+    assert not inf.links[0].bad  # a retest of the same pair is no independent confirmation
+    fresh = [p for p in pairs if not set(p) & {a1, b1, a2, b2}][:2]
+    obs.append(flow_obs(*fresh[0], 0, "fail", rnd=3, purpose="localize", value=196.0))
+    assert not infer(obs, VIEW).links[0].bad  # one fresh probe: still a suspect
+    obs.append(flow_obs(*fresh[1], 0, "fail", rnd=3, purpose="localize", value=196.0))
+    inf = infer(obs, VIEW)
     assert inf.links[0].bad and inf.links[0].candidates == (link,)
 
 

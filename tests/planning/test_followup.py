@@ -82,7 +82,11 @@ def test_ib_link_probe_crosses_exactly_one_candidate():
     assert len(route) == 2
     flows = [("r1-00001", src, dst), ("r2-00007", "node-002/mlx5_0", "node-021/mlx5_0")]
     made = plan_link_probes(flows, route, b, set(view.topology.nics), seed=0)
-    assert made == 2  # one probe per candidate (two failures seen: no retest needed)
+    assert made == 4  # two probes per candidate (two failures seen: no retest needed)
+    by_link = {}
+    for t in b.tests:
+        by_link.setdefault(t.params["probe_of"], set()).add(frozenset(t.nodes))
+    assert len(by_link) == 2 and all(len(p) == 2 for p in by_link.values())  # fresh pairs
     for t in b.tests:
         assert "probe_of" in t.params
         links = view.route_links(t.flows[0].src, t.flows[0].dst)
@@ -90,9 +94,16 @@ def test_ib_link_probe_crosses_exactly_one_candidate():
         assert att[t.flows[0].src] != att[t.flows[0].dst]
     b2 = builder(view)
     assert plan_link_probes([("r1-00001", src, dst)], route[:1], b2, set(view.topology.nics),
-                            seed=0) == 2  # retest + a probe through the link the other way
-    assert b2.tests[0].params["retest_of"] == "r1-00001" and b2.tests[0].flows[0].src == src
-    assert b2.tests[1].params["probe_of"] == f"{route[0][0]} -- {route[0][1]}"
+                            seed=0) == 2  # two probes from fresh pairs, one each direction
+    assert all(t.params["probe_of"] == f"{route[0][0]} -- {route[0][1]}" for t in b2.tests)
+    assert set(b2.tests[0].nodes) != set(b2.tests[1].nodes)
+    # both directions of the link are taken: no room for a retest of the failing flow
+    assert not any("retest_of" in t.params for t in b2.tests)
+    b3 = builder(view)
+    assert plan_link_probes([("r1-00001", src, dst)], route[:1], b3, set(view.topology.nics),
+                            seed=0, per_link=1) >= 1
+    assert "probe_of" in b3.tests[0].params  # probes first; a retest only where links are free
+    assert sum("probe_of" in t.params for t in b3.tests) == 1
 
 
 def test_split_and_bound():
