@@ -3,11 +3,18 @@
 Debian's ``slurm-wlm`` (slurmctld, slurmd, slurm-client, munge) runs here as root: each node is
 one ``slurmd -N fcnK`` on its own port on 127.0.0.1, all under a private temp dir, private munge
 socket and private ports, so nothing else on the machine is touched. Every daemon runs in the
-foreground as our child process and is killed by pid on teardown.
+foreground as our child process and is killed by pid on teardown. Job output
+(``slurm-<id>.out``) and the jobs' working directory are inside that temp dir, never the repo.
+
+A test module using it::
+
+    pytestmark = REAL_SLURM
+    lab = slurm_lab_fixture(nodes=4)
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -18,6 +25,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+
+from fabriccheck.inventory.command import run_command
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sinfo", "scontrol", "srun", "sbatch")
 
@@ -30,6 +41,13 @@ def unavailable_reason() -> str | None:
     if missing:
         return f"not installed: {', '.join(missing)} (make apt installs slurmctld slurmd munge)"
     return None
+
+
+#: ``pytestmark`` of a module that starts a real Slurm (root, slurm-wlm installed)
+REAL_SLURM = [
+    pytest.mark.lab,
+    pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
+]
 
 
 def _free_ports(n: int) -> list[int]:
@@ -52,11 +70,22 @@ class SlurmLab:
 
     def run(self, *argv: str, check: bool = True, timeout_s: float = 30.0) -> str:
         proc = subprocess.run(
-            list(argv), env=self.env, capture_output=True, text=True, timeout=timeout_s
+            list(argv), env=self.env, cwd=self.root, capture_output=True, text=True,
+            timeout=timeout_s,
         )
         if check and proc.returncode != 0:
             raise RuntimeError(f"{argv}: {proc.stderr.strip()}")
         return proc.stdout
+
+    def runner(self):
+        """fabriccheck's ``run_command`` pointed at this Slurm (for inventory/actions objects)."""
+        return functools.partial(run_command, env={"SLURM_CONF": self.env["SLURM_CONF"]})
+
+    def submit(self, node: str, command: str) -> str:
+        """``sbatch --wrap command`` on ``node``, its output in the lab dir; return the job id."""
+        out = self.run("sbatch", "--parsable", "-w", node, f"--output={self.root}/slurm-%j.out",
+                       "--wrap", command)  # fmt: skip
+        return out.strip()
 
     def wait_states(self, want: dict[str, str], timeout_s: float = 30.0) -> dict[str, str]:
         """Poll ``sinfo`` until every node in ``want`` shows that state; return the last reading."""
@@ -158,3 +187,14 @@ def slurm_lab(nodes: int = 4) -> Iterator[SlurmLab]:
                 p.kill()
                 p.wait(timeout=5)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def slurm_lab_fixture(nodes: int = 4):
+    """A module-scoped pytest fixture yielding a running :class:`SlurmLab` of ``nodes`` nodes."""
+
+    @pytest.fixture(scope="module")
+    def lab() -> Iterator[SlurmLab]:
+        with slurm_lab(nodes=nodes) as running:
+            yield running
+
+    return lab

@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-import functools
-
-import pytest
-
 from fabriccheck.actions.pipeline import apply_run_outcome
 from fabriccheck.actions.slurm import SlurmActions
-from fabriccheck.inventory.command import run_command
 from fabriccheck.inventory.slurm import SlurmInventory
 from fabriccheck.store import Store
 from tests.runfactory import build_run
-from tests.slurmlab import slurm_lab, unavailable_reason
+from tests.slurmlab import REAL_SLURM, slurm_lab_fixture
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
-]
-
-
-@pytest.fixture(scope="module")
-def lab():
-    with slurm_lab(nodes=4) as lab:
-        yield lab
+pytestmark = REAL_SLURM
+lab = slurm_lab_fixture(nodes=4)
 
 
 def test_drain_with_evidence_then_resume_only_what_we_drained(lab, tmp_path):
-    runner = functools.partial(run_command, env={"SLURM_CONF": lab.env["SLURM_CONF"]})
+    runner = lab.runner()
     slurm = SlurmActions(runner)
     inv = SlurmInventory(runner=runner)
     store = Store(tmp_path / "h.sqlite")

@@ -18,12 +18,9 @@ from fabriccheck.policy import SweepPolicy  # noqa: E402
 from fabriccheck.specs import resolve_spec  # noqa: E402
 from fabriccheck.store import Store  # noqa: E402
 from fabriccheck.topology import load_topology  # noqa: E402
-from tests.slurmlab import slurm_lab, unavailable_reason  # noqa: E402
+from tests.slurmlab import REAL_SLURM, slurm_lab_fixture  # noqa: E402
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
-]
+pytestmark = REAL_SLURM
 
 TOPOLOGY = """name: slurm-6
 fabric: roce
@@ -42,10 +39,7 @@ links:
 """
 
 
-@pytest.fixture(scope="module")
-def lab():
-    with slurm_lab(nodes=6) as lab:
-        yield lab
+lab = slurm_lab_fixture(nodes=6)
 
 
 @pytest.fixture
@@ -95,8 +89,7 @@ def _sweep(lab, topo, tmp_path, opts, fault_text, seed):
 
 def test_sweep_drains_for_real_then_resumes(lab, topo, tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", lab.env["SLURM_CONF"])
-    jobs = [lab.run("sbatch", "--parsable", "-w", n, "--wrap", "sleep 300").strip()
-            for n in ("fcn5", "fcn6")]  # fmt: skip
+    jobs = [lab.submit(n, "sleep 300") for n in ("fcn5", "fcn6")]
     try:
         lab.wait_states({"fcn5": "allocated", "fcn6": "allocated"})
         opts = OpsOptions(db=str(tmp_path / "h.sqlite"), scheduler="slurm", apply=True,

@@ -2,39 +2,27 @@
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 from fabriccheck.errors import ExecutorError
-from fabriccheck.inventory.command import run_command
 from fabriccheck.inventory.guard import IdleGuardExecutor
 from fabriccheck.inventory.slurm import SlurmInventory
 from fabriccheck.models import RawResult, Test
-from tests.slurmlab import slurm_lab, unavailable_reason
+from tests.slurmlab import REAL_SLURM, slurm_lab_fixture
 
-pytestmark = [
-    pytest.mark.lab,
-    pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
-]
-
-
-@pytest.fixture(scope="module")
-def lab():
-    with slurm_lab(nodes=4) as lab:
-        yield lab
+pytestmark = REAL_SLURM
+lab = slurm_lab_fixture(nodes=4)
 
 
 @pytest.fixture
 def inv(lab):
-    runner = functools.partial(run_command, env={"SLURM_CONF": lab.env["SLURM_CONF"]})
-    return SlurmInventory(runner=runner)
+    return SlurmInventory(runner=lab.runner())
 
 
 def test_busy_node_is_not_idle_and_recheck_drops_it(lab, inv):
     assert inv.idle_nodes() == ["fcn1", "fcn2", "fcn3", "fcn4"]
     assert inv.idle_nodes(exclude=["fcn4"]) == ["fcn1", "fcn2", "fcn3"]
-    job = lab.run("sbatch", "--parsable", "-w", "fcn1", "--wrap", "sleep 120").strip()
+    job = lab.submit("fcn1", "sleep 120")
     try:
         lab.wait_states({"fcn1": "allocated"})
         assert inv.idle_nodes() == ["fcn2", "fcn3", "fcn4"]
@@ -59,7 +47,7 @@ def test_reservation_holds_nodes_and_is_released_even_on_error(lab, inv):
             assert inv.recheck_idle(["fcn2", "fcn3", "fcn4"]) == ["fcn2", "fcn3", "fcn4"]
             assert inv.idle_nodes() == ["fcn1", "fcn4"]
             # a job asking for a held node waits instead of landing on a node under test
-            job = lab.run("sbatch", "--parsable", "-w", "fcn2", "--wrap", "true").strip()
+            job = lab.submit("fcn2", "true")
             state = lab.run("squeue", "-h", "-j", job, "-o", "%T").strip()
             assert state == "PENDING"
             raise RuntimeError("boom")
@@ -87,7 +75,7 @@ def test_guard_skips_tests_on_a_node_a_job_took_between_rounds(lab, inv):
     guard = IdleGuardExecutor(EchoExecutor(), inv)
     pairs = [Test("a", "iperf3", ("fcn1", "fcn2")), Test("b", "iperf3", ("fcn3", "fcn4"))]
     assert [r.error for r in guard.run_round(pairs)] == [None, None]
-    job = lab.run("sbatch", "--parsable", "-w", "fcn2", "--wrap", "sleep 120").strip()
+    job = lab.submit("fcn2", "sleep 120")
     try:
         lab.wait_states({"fcn2": "allocated"})
         swapped = [Test("c", "iperf3", ("fcn2", "fcn3")), Test("d", "iperf3", ("fcn4", "fcn1"))]
