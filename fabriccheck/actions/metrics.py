@@ -21,12 +21,13 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Gauge, generate_latest, write_to_textfile
+from typing import TYPE_CHECKING, Any
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.models import RunResult, nic_node
+
+if TYPE_CHECKING:  # prometheus_client is imported when metrics are built (CLI start-up)
+    from prometheus_client import CollectorRegistry, Gauge
 
 HEALTH_VALUE = {"healthy": 1.0, "suspect": 0.5, "bad": 0.0, "unreachable": 0.0}
 STATES = ("healthy", "suspect", "bad", "unreachable", "untested")
@@ -69,6 +70,8 @@ def build_registry(
     now_s: float | None = None,
 ) -> CollectorRegistry:
     """A registry holding the last run's gauges (see the module docstring)."""
+    from prometheus_client import CollectorRegistry, Gauge
+
     reg = CollectorRegistry(auto_describe=True)
     mode = result.mode
 
@@ -149,11 +152,15 @@ def build_registry(
 
 def render_metrics(result: RunResult, **kwargs: Any) -> str:
     """The Prometheus text exposition of the last run."""
+    from prometheus_client import generate_latest
+
     return generate_latest(build_registry(result, **kwargs)).decode()
 
 
 def write_metrics(path: str | os.PathLike[str], result: RunResult, **kwargs: Any) -> Path:
     """Write the textfile-collector file atomically (temp file + rename in the same directory)."""
+    from prometheus_client import write_to_textfile
+
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,6 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from fabriccheck.actions.pipeline import BACKENDS, apply_run_outcome
 from fabriccheck.actions.safety import ActionPolicy
 from fabriccheck.errors import ConfigError, ExecutorError
 from fabriccheck.models import Observation, RunResult
@@ -50,6 +49,8 @@ class OpsSession:
     """History, scheduler and actions for one run (see the module docstring)."""
 
     def __init__(self, mode: str, opts: OpsOptions, *, sku: str = "", fabric: str = "") -> None:
+        from fabriccheck.actions.pipeline import BACKENDS  # store, metrics: only when running
+
         if opts.scheduler is not None and opts.scheduler not in BACKENDS:
             raise ConfigError(f"unknown scheduler {opts.scheduler!r}", source="--scheduler",
                               hint=f"use one of {', '.join(BACKENDS)}")  # fmt: skip
@@ -194,6 +195,8 @@ class OpsSession:
     # -- after the run -----------------------------------------------------------------------
     def finish(self, result: RunResult, *, topology: Any = None) -> dict[str, Any]:
         """Safety rules, actions, exclude file, history and metrics for the finished run."""
+        from fabriccheck.actions.pipeline import apply_run_outcome
+
         result.extra.update(self.notes)
         if self.store is not None:  # learned baselines, beside the spec floor: a warning only
             low = self.store.below_baseline(result.observations, sku=self.sku or None,

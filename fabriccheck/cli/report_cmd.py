@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from fabriccheck.cli.app import app, err, out, write_json
 from fabriccheck.errors import ConfigError, FabricCheckError
 from fabriccheck.models import RunResult
-from fabriccheck.topology.model import Topology
+
+if TYPE_CHECKING:  # networkx is imported only when a topology is loaded
+    from fabriccheck.topology.model import Topology
 
 
 def _from_db(run_id: str, db: Path | None) -> tuple[RunResult, Topology | None, list[str]]:
