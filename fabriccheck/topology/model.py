@@ -15,6 +15,23 @@ FABRICS = ("roce", "infiniband")
 TIERS = ("leaf", "spine", "core")
 
 
+def _hop_distances(adj: dict[str, list[str]], sources: tuple[str, ...]) -> dict[str, int]:
+    """Hop distance from every reachable switch to the nearest of ``sources`` (BFS over ``adj``).
+
+    >>> _hop_distances({"a": ["b"], "b": ["a", "c"], "c": ["b"]}, ("a",))
+    {'a': 0, 'b': 1, 'c': 2}
+    """
+    dist = dict.fromkeys(sources, 0)
+    queue = deque(sources)
+    while queue:
+        cur = queue.popleft()
+        for nxt in adj[cur]:
+            if nxt not in dist:
+                dist[nxt] = dist[cur] + 1
+                queue.append(nxt)
+    return dist
+
+
 @dataclass(frozen=True)
 class Nic:
     """One NIC of a node; ``endpoint`` is how links and flows name it (``node/nic``)."""
@@ -150,16 +167,7 @@ class Topology:
         """Hop distance from every switch to ``dst_switch`` (BFS over the switch graph, cached)."""
         dist = self._dist_cache.get(dst_switch)
         if dist is None:
-            dist = {dst_switch: 0}
-            queue = deque([dst_switch])
-            adj = self._switch_adj
-            while queue:
-                cur = queue.popleft()
-                for nxt in adj[cur]:
-                    if nxt not in dist:
-                        dist[nxt] = dist[cur] + 1
-                        queue.append(nxt)
-            self._dist_cache[dst_switch] = dist
+            dist = self._dist_cache[dst_switch] = _hop_distances(self._switch_adj, (dst_switch,))
         return dist
 
     def _next_hops(self, cur: str, dst_switch: str) -> list[str]:
@@ -191,16 +199,7 @@ class Topology:
         """Hop distance from every switch to the nearest of ``sources`` (multi-source BFS)."""
         dist = self._set_dist_cache.get(sources)
         if dist is None:
-            dist = dict.fromkeys(sources, 0)
-            queue = deque(sources)
-            adj = self._switch_adj
-            while queue:
-                cur = queue.popleft()
-                for nxt in adj[cur]:
-                    if nxt not in dist:
-                        dist[nxt] = dist[cur] + 1
-                        queue.append(nxt)
-            self._set_dist_cache[sources] = dist
+            dist = self._set_dist_cache[sources] = _hop_distances(self._switch_adj, sources)
         return dist
 
     def _switch_walks(self, src_sw: str, dst_sw: str) -> Iterable[tuple[str, ...]]:
