@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+
+from fabriccheck.errors import FabricCheckError
 
 app = typer.Typer(
     name="fabriccheck",
@@ -24,6 +29,31 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     """Print one error line to stderr and return the Exit to raise."""
     err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
     return typer.Exit(code)
+
+
+def print_error(exc: FabricCheckError, *, one_line: bool = False) -> None:
+    """Print a fabriccheck error to stderr, its text verbatim (never read as rich markup).
+
+    ``error: what`` and ``  hint: ...`` on a line of its own; with ``one_line`` the hint goes in
+    parentheses on the same line (``error: file:field: what (hint)``).
+    """
+    if one_line:
+        err.print(f"error: {exc}", highlight=False, markup=False)
+        return
+    err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
+    if exc.hint:
+        err.print(f"  hint: {exc.hint}", highlight=False, markup=False)
+
+
+@contextmanager
+def exit_on_error(*, one_line: bool = False) -> Iterator[None]:
+    """A :class:`FabricCheckError` inside the block is printed (:func:`print_error`) and becomes
+    ``typer.Exit`` with its exit code (so the command behaves the same under ``CliRunner``)."""
+    try:
+        yield
+    except FabricCheckError as exc:
+        print_error(exc, one_line=one_line)
+        raise typer.Exit(exc.exit_code) from exc
 
 
 def write_json(obj: object) -> None:

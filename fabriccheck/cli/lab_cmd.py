@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from fabriccheck.cli.app import app, err, out, write_json
-from fabriccheck.errors import FabricCheckError
+from fabriccheck.cli.app import app, err, exit_on_error, out, write_json
 
 lab_app = typer.Typer(
     help="Emulated cluster on this machine: hosts in network namespaces with sshd, switches as "
@@ -20,18 +17,6 @@ lab_app = typer.Typer(
 app.add_typer(lab_app, name="lab")
 
 _NAME = typer.Option("lab", "--name", help="Lab name (1-6 of a-z0-9); prefixes all it makes.")
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """A FabricCheckError becomes one error line (plus its hint) and its exit code."""
-    try:
-        yield
-    except FabricCheckError as exc:
-        err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True)
-        if exc.hint:
-            err.print(f"  hint: {exc.hint}", highlight=False, markup=False)
-        raise typer.Exit(exc.exit_code) from exc
 
 
 @lab_app.command("up")
@@ -46,7 +31,7 @@ def up_cmd(
     """Build the lab (removing a stale one of the same name first)."""
     from fabriccheck import lab
 
-    with _errors():
+    with exit_on_error():
         info = lab.up(topology, faults=faults, name=name, directory=directory,
                       rate_scale=rate_scale)
     if json_out:
@@ -70,7 +55,7 @@ def down_cmd(
     """Remove the lab: processes, namespaces, bridges, veths (also after a crash)."""
     from fabriccheck import lab
 
-    with _errors():
+    with exit_on_error():
         removed = lab.down(name)
     if json_out:
         write_json({"name": name, "removed": removed})
@@ -87,7 +72,7 @@ def status_cmd(
     """Show what of the lab exists: namespaces, sshd per host, inventory."""
     from fabriccheck import lab
 
-    with _errors():
+    with exit_on_error():
         st = lab.status(name)
     if json_out:
         write_json(st)
@@ -115,7 +100,7 @@ def faults_cmd(
     from fabriccheck import lab
     from fabriccheck.errors import ConfigError
 
-    with _errors():
+    with exit_on_error():
         if (faults is None) != clear:
             raise ConfigError("give a faults file or --clear (not both)", field="faults")
         info = lab.apply_faults(name, None if clear else faults)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from fabriccheck.cli.app import app, err
+from fabriccheck.cli.app import app, err, print_error
 from fabriccheck.errors import FabricCheckError
 
 #: every command module under fabriccheck.cli, imported in this order; each defines
@@ -39,9 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except FabricCheckError as exc:
-        err.print(f"[bold red]error:[/] {exc.message}", highlight=False)
-        if exc.hint:
-            err.print(f"  hint: {exc.hint}", highlight=False)
+        print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fabriccheck.cli.app import app, err, out, write_json
+from fabriccheck.cli.app import app, err, exit_on_error, out, write_json
 from fabriccheck.errors import ConfigError, FabricCheckError
 from fabriccheck.models import RunResult
 
@@ -81,7 +81,7 @@ def report(
     """Render index.html, results.json and observations.csv for a stored run."""
     from fabriccheck.report import load_run_dir, render_report
 
-    try:
+    with exit_on_error(one_line=True):
         path = Path(run)
         if path.exists():
             result, topology, warnings = load_run_dir(path)
@@ -97,9 +97,6 @@ def report(
         for w in warnings:
             err.print(f"warning: {w}", highlight=False, markup=False)
         index = render_report(result, topology, out_dir or default_out)
-    except FabricCheckError as exc:
-        err.print(f"error: {exc}", highlight=False, markup=False)
-        raise typer.Exit(exc.exit_code) from exc
     files = [str(index.parent / n) for n in ("index.html", "results.json", "observations.csv")]
     if json_:
         write_json({"index": str(index), "files": files})

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from fabriccheck.cli.app import app, err, out, write_json
-from fabriccheck.errors import FabricCheckError
+from fabriccheck.cli.app import app, err, exit_on_error, out, write_json
 
 topology_app = typer.Typer(
     help="Show, validate, list and import fabric topologies.", no_args_is_help=True
 )
 app.add_typer(topology_app, name="topology")
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """A FabricCheckError becomes one error line (what, where, hint) and its exit code."""
-    try:
-        yield
-    except FabricCheckError as exc:
-        err.print(f"error: {exc}", highlight=False, markup=False)
-        raise typer.Exit(exc.exit_code) from exc
 
 
 @topology_app.command("show")
@@ -37,7 +24,7 @@ def show(
     from fabriccheck.topology import load_topology
     from fabriccheck.topology.dump import summary
 
-    with _errors():
+    with exit_on_error(one_line=True):
         topo = load_topology(file)
     if json_:
         write_json(topo.to_contract())
@@ -67,7 +54,7 @@ def validate(
     """Check a topology file; exit 0 when valid, 2 with one line naming file and field when not."""
     from fabriccheck.topology import load_topology
 
-    with _errors():
+    with exit_on_error(one_line=True):
         topo = load_topology(file, require_tree=tree)
     out.print(
         f"{topo.source}: ok ({len(topo.nodes)} nodes, {len(topo.switches)} switches, "
@@ -83,7 +70,7 @@ def list_() -> None:
     from fabriccheck.topology import bundled_topologies, load_topology
 
     for name in bundled_topologies():
-        with _errors():
+        with exit_on_error(one_line=True):
             t = load_topology(name)
         out.print(
             f"{name:<18} {t.fabric:<10} {len(t.nodes):>6} nodes {t.rails:>2} rails "
@@ -129,7 +116,7 @@ def import_(
 
     from fabriccheck.errors import ConfigError
 
-    with _errors():
+    with exit_on_error(one_line=True):
         if bool(ibnetdiscover) == bool(lldp):
             raise ConfigError(
                 "give exactly one of --ibnetdiscover FILE or --lldp FILES",
