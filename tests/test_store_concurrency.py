@@ -6,11 +6,10 @@ import multiprocessing as mp
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import textwrap
 
 from fabriccheck.store import APPLIED, Store
+from tests.childproc import python_child
 from tests.conftest import REPO
 from tests.runfactory import build_run, nodes
 
@@ -76,19 +75,11 @@ CHILD = textwrap.dedent(
 
 def test_sigkill_mid_round_keeps_completed_rounds_and_resume_works(tmp_path):
     path = str(tmp_path / "crash.sqlite")
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD.format(repo=str(REPO), path=path)],
-        stdout=subprocess.PIPE, text=True, cwd=str(REPO),
-    )  # fmt: skip
-    try:
+    with python_child(CHILD.format(repo=str(REPO), path=path)) as child:
         assert child.stdout.readline().strip() == "round 0 written"
         assert child.stdout.readline().strip() == "mid round 1"
         os.kill(child.pid, signal.SIGKILL)
         child.wait(timeout=10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
     assert child.returncode == -signal.SIGKILL
     with Store(path, busy_timeout_s=5) as s:  # not locked by the dead writer
         rec, rounds = s.resume_run("killed-run")

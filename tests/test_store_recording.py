@@ -7,20 +7,7 @@ from fabriccheck.models import Flow, Test
 from fabriccheck.store import Store
 from fabriccheck.store.recording import RecordingExecutor
 from fabriccheck.topology import load_topology
-
-
-class Counting:
-    """Pass-through that counts the tests the real executor was asked to run."""
-
-    def __init__(self, inner):
-        self.inner, self.name, self.ran = inner, inner.name, 0
-
-    def run_round(self, tests):
-        self.ran += len(tests)
-        return self.inner.run_round(tests)
-
-    def close(self):
-        self.inner.close()
+from tests.doubles import CountingExecutor
 
 
 def _rounds(topo):
@@ -45,7 +32,7 @@ def test_rounds_are_recorded_as_they_finish_and_replayed_on_resume(tmp_path):
     db = tmp_path / "h.sqlite"
     store = Store(db)
     run_id = store.begin_run("sweep", sorted(topo.nodes)[:8])
-    first = Counting(make_executor("sim", topology=topo, seed=1))
+    first = CountingExecutor(make_executor("sim", topology=topo, seed=1))
     rec = RecordingExecutor(first, store, run_id)
     raws0 = rec.run_round(rounds[0])
     raws1 = rec.run_round(rounds[1])
@@ -56,7 +43,7 @@ def test_rounds_are_recorded_as_they_finish_and_replayed_on_resume(tmp_path):
     store = Store(db)
     rec_, done = store.resume_run(run_id)
     assert list(done) == [0, 1] and [len(v) for v in done.values()] == [4, 4]
-    second = Counting(make_executor("sim", topology=topo, seed=1))
+    second = CountingExecutor(make_executor("sim", topology=topo, seed=1))
     rec2 = RecordingExecutor(second, store, run_id, replay=done)
     again0 = rec2.run_round(rounds[0])
     again1 = rec2.run_round(rounds[1])

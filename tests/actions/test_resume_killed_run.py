@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -21,44 +19,23 @@ from fabriccheck.policy import SweepPolicy  # noqa: E402
 from fabriccheck.specs import resolve_spec  # noqa: E402
 from fabriccheck.store import Store  # noqa: E402
 from fabriccheck.topology import load_topology  # noqa: E402
+from tests.childproc import python_child  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
+from tests.doubles import CountingExecutor  # noqa: E402
 
 FAULTS = str(REPO / "topologies" / "faults" / "demo-roce-64.yaml")
 SEED = 13
 
 CHILD = textwrap.dedent(
     """
-    import sys, time
+    import sys
     sys.path.insert(0, {repo!r})
     from tests.actions.test_resume_killed_run import sweep
+    from tests.doubles import StallingExecutor
 
-    class StallAt:
-        def __init__(self, inner, k):
-            self.inner, self.k, self.name, self.n = inner, k, inner.name, 0
-        def run_round(self, tests):
-            self.n += 1
-            if self.n == self.k:
-                print("stalled in round", self.n, flush=True)
-                time.sleep(120)
-            return self.inner.run_round(tests)
-        def close(self):
-            self.inner.close()
-
-    sweep({db!r}, run_id_out=True, stall=lambda exe: StallAt(exe, 3))
+    sweep({db!r}, run_id_out=True, stall=lambda exe: StallingExecutor(exe, at=3))
     """
 )
-
-
-class Counting:
-    def __init__(self, inner):
-        self.inner, self.name, self.ran = inner, inner.name, 0
-
-    def run_round(self, tests):
-        self.ran += len(tests)
-        return self.inner.run_round(tests)
-
-    def close(self):
-        self.inner.close()
 
 
 def sweep(db, *, resume=None, run_id_out=False, stall=None, counter=None):
@@ -83,28 +60,23 @@ def sweep(db, *, resume=None, run_id_out=False, stall=None, counter=None):
 
 def test_killed_sweep_resumes_to_the_same_verdicts(tmp_path):
     db = str(tmp_path / "h.sqlite")
-    child = subprocess.Popen([sys.executable, "-c", CHILD.format(repo=str(REPO), db=db)],
-                             cwd=str(REPO), stdout=subprocess.PIPE, text=True)  # fmt: skip
-    try:
+    with python_child(CHILD.format(repo=str(REPO), db=db)) as child:
         run_id = child.stdout.readline().split()[1]
         assert child.stdout.readline().startswith("stalled in round 3")
         os.kill(child.pid, signal.SIGKILL)
         child.wait(timeout=10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
     with Store(db) as s:
         assert s.run(run_id).status == "running"
         done = s.completed_rounds(run_id)
     assert list(done) == [0, 1]
     replayed_tests = sum(len(v) for v in done.values())
 
-    counter: list[Counting] = []
-    resumed = sweep(db, resume=run_id, counter=lambda e: counter.append(Counting(e)) or counter[0])
-    fresh_counter: list[Counting] = []
+    counter: list[CountingExecutor] = []
+    resumed = sweep(db, resume=run_id,
+                    counter=lambda e: counter.append(CountingExecutor(e)) or counter[0])
+    fresh_counter: list[CountingExecutor] = []
     fresh = sweep(str(tmp_path / "fresh.sqlite"),
-                  counter=lambda e: fresh_counter.append(Counting(e)) or fresh_counter[0])
+                  counter=lambda e: fresh_counter.append(CountingExecutor(e)) or fresh_counter[0])
     # the finished rounds were not run again; the rest was
     assert counter[0].ran == fresh_counter[0].ran - replayed_tests
     assert (resumed.drain, resumed.bad_nics, resumed.hung, resumed.bad_links) == (

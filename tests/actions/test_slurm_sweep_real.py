@@ -18,6 +18,7 @@ from fabriccheck.policy import SweepPolicy  # noqa: E402
 from fabriccheck.specs import resolve_spec  # noqa: E402
 from fabriccheck.store import Store  # noqa: E402
 from fabriccheck.topology import load_topology  # noqa: E402
+from tests.doubles import PassThrough  # noqa: E402
 from tests.slurmlab import REAL_SLURM, slurm_lab_fixture  # noqa: E402
 
 pytestmark = REAL_SLURM
@@ -56,18 +57,15 @@ def topo(tmp_path):
     return load_topology(str(path))
 
 
-class Watching:
+class Watching(PassThrough):
     """Pass-through executor that reads the reservations while each round runs."""
 
     def __init__(self, inner, lab):
-        self.inner, self.lab, self.name, self.seen = inner, lab, inner.name, []
+        super().__init__(inner)
+        self.lab, self.seen = lab, []
 
-    def run_round(self, tests):
+    def before_round(self, tests):
         self.seen.append(self.lab.run("scontrol", "show", "reservation", check=False))
-        return self.inner.run_round(tests)
-
-    def close(self):
-        self.inner.close()
 
 
 def _sweep(lab, topo, tmp_path, opts, fault_text, seed):
