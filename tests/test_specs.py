@@ -171,6 +171,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from fabriccheck.topology.fields import parse_yaml  # noqa: E402
+from tests.yamlfuzz import assert_one_line_config_error_or_ok, mangle  # noqa: E402
 
 _values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-3, 9), st.floats(), st.text(max_size=5),
@@ -181,30 +182,9 @@ _values = st.recursive(
 )
 
 
-def _paths(doc, prefix=()):
-    yield prefix
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            yield from _paths(v, (*prefix, k))
-
-
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_mangled_spec_never_crashes(data):
     doc = parse_yaml(GOOD, "good.yaml")
-    for _ in range(data.draw(st.integers(1, 3))):
-        path = data.draw(st.sampled_from([p for p in _paths(doc) if p]))
-        parent = doc
-        try:
-            for key in path[:-1]:
-                parent = parent[key]
-            if data.draw(st.booleans()):
-                parent.pop(path[-1], None)
-            else:
-                parent[path[-1]] = data.draw(_values)
-        except (KeyError, TypeError, AttributeError):
-            continue
-    try:
-        specs.spec_from_dict(doc, source="fuzz.yaml")
-    except ConfigError as exc:
-        assert str(exc).startswith("fuzz.yaml") and "\n" not in str(exc)
+    mangle(data, doc, _values, into_lists=False)
+    assert_one_line_config_error_or_ok(specs.spec_from_dict, doc)

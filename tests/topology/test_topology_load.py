@@ -196,6 +196,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from fabriccheck.topology.fields import parse_yaml  # noqa: E402
 from fabriccheck.topology.load import topology_from_dict  # noqa: E402
+from tests.yamlfuzz import assert_one_line_config_error_or_ok, mangle  # noqa: E402
 
 _scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-3, 5), st.floats(allow_nan=True),
@@ -208,34 +209,9 @@ _values = st.recursive(
 )
 
 
-def _paths(doc, prefix=()):
-    yield prefix
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            yield from _paths(v, (*prefix, i))
-
-
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_mangled_topology_never_crashes(data):
     doc = parse_yaml(GOOD, "good.yaml")
-    paths = [p for p in _paths(doc) if p]
-    for _ in range(data.draw(st.integers(1, 3))):
-        path = data.draw(st.sampled_from(paths))
-        parent = doc
-        try:
-            for key in path[:-1]:
-                parent = parent[key]
-            if data.draw(st.booleans()) and isinstance(parent, dict):
-                parent.pop(path[-1], None)
-            else:
-                parent[path[-1]] = data.draw(_values)
-        except (KeyError, IndexError, TypeError):
-            continue
-    try:
-        topology_from_dict(doc, source="fuzz.yaml")
-    except ConfigError as exc:
-        assert str(exc).startswith("fuzz.yaml") and "\n" not in str(exc)
+    mangle(data, doc, _values)
+    assert_one_line_config_error_or_ok(topology_from_dict, doc)
