@@ -121,6 +121,22 @@ def commands(doc: Path) -> list[Command]:
     return out
 
 
+EMBEDDED = re.compile(r"(?:^|(?<=[\s/=\"']))fabriccheck\s+[a-z]")
+
+
+def embedded_commands(doc: Path) -> list[tuple[str, str]]:
+    """``fabriccheck ...`` inside any other fenced block (systemd units, cron lines, scripts)."""
+    found: list[tuple[str, str]] = []
+    for b in blocks(doc):
+        if b.lang in ("bash", "console", "sh", "shell"):
+            continue
+        for off, line in _join(b.body, console=False):
+            line = re.sub(r"(^|\s)#.*$", "", line)  # comments are prose
+            for m in EMBEDDED.finditer(line):
+                found.append((f"{doc.name}:{b.line + 1 + off}", line[m.start():]))
+    return found
+
+
 def fabriccheck_words(command: str) -> tuple[list[str], list[str]]:
     """The subcommand path (``['topology', 'show']``) and the ``--flags`` of a fabriccheck command.
 

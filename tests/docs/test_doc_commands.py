@@ -27,6 +27,7 @@ from tests.conftest import REPO, SHARED_FIXTURES
 from tests.docs.doctool import (
     blocks,
     commands,
+    embedded_commands,
     fabriccheck_words,
     inline_commands,
     links,
@@ -96,6 +97,7 @@ def test_every_named_command_and_flag_exists():
     mentions = [(c.where, c.text) for c in ALL if c.is_fabriccheck]
     for doc in DOCS:
         mentions += [(f"{doc.name}:{n}", text) for n, text in inline_commands(doc)]
+        mentions += embedded_commands(doc)
     assert len(mentions) > 20, "the docs should show the CLI"
     for where, text in mentions:
         words, flags = fabriccheck_words(text)
