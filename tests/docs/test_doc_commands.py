@@ -12,6 +12,7 @@ at a file, every ``fabriccheck <cmd>`` named anywhere in the docs exists, and th
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -111,6 +112,20 @@ def test_every_named_command_and_flag_exists():
         if unknown:
             problems.append(f"{where}: `fabriccheck {' '.join(used)}` has no {unknown}: {text}")
     assert not problems, "\n".join(problems)
+
+
+def test_named_commands_listed_in_help():
+    """The top-level commands the docs use are the ones `fabriccheck --help` lists."""
+    mentions = [c.text for c in ALL if c.is_fabriccheck]
+    for doc in DOCS:
+        mentions += [text for _, text in inline_commands(doc)]
+    used = {fabriccheck_words(t)[0][0] for t in mentions if fabriccheck_words(t)[0]}
+    res = subprocess.run([str(BIN / "fabriccheck"), "--help"], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "200"}, timeout=TIMEOUT_S, check=False)
+    assert res.returncode == 0, res.stderr
+    listed = {m.group(1) for m in re.finditer(r"^[^\w-]*([a-z][a-z-]+)\s{2,}", res.stdout, re.M)}
+    assert {"gate", "sweep", "bisect", "demo"} <= used
+    assert used <= listed, f"not in `fabriccheck --help`: {sorted(used - listed)}"
 
 
 def test_unmarked_blocks_hold_only_runnable_commands():
