@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -16,9 +18,10 @@ SHARED_FIXTURES = Path(
 ).resolve()
 LOCAL_FIXTURES = REPO / "tests" / "fixtures"
 #: run commands record history by default: tests write it to a throwaway place, never to ~
-os.environ.setdefault(
-    "FABRICCHECK_DB", os.path.join(tempfile.mkdtemp(prefix="fc-test-history-"), "history.sqlite")
-)
+if "FABRICCHECK_DB" not in os.environ:
+    _HISTORY_DIR = tempfile.mkdtemp(prefix="fc-test-history-")
+    atexit.register(shutil.rmtree, _HISTORY_DIR, ignore_errors=True)
+    os.environ["FABRICCHECK_DB"] = os.path.join(_HISTORY_DIR, "history.sqlite")
 
 
 def read_fixture(relpath: str) -> str:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import fabriccheck
 from fabriccheck import errors
+
+PACKAGE = Path(fabriccheck.__file__).parent
 
 PUBLIC_NAMES = [
     "AuthError",
@@ -41,3 +46,14 @@ def test_config_error_names_file_and_field():
     )
     assert str(exc).startswith("t.yaml:links[3].b: unknown node 'n9'")
     assert exc.hint == "fix it"
+
+
+def test_every_module_opens_with_a_one_line_docstring():
+    """STYLE: every module's docstring names its concept in its first line."""
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        first = doc.strip().splitlines()[0] if doc and doc.strip() else ""
+        if not first or len(first) > 100:
+            missing.append(str(path.relative_to(PACKAGE)))
+    assert not missing, f"modules without a one-line docstring: {missing}"
