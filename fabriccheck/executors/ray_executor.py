@@ -4,7 +4,8 @@ How a round runs (``RayExecutor.run_round``):
 
 1. read the cluster's live nodes and map each fabriccheck host to its Ray node
    (:mod:`fabriccheck.inventory.ray` naming rules; an inventory address or IP also matches);
-2. **reserve** every test's group with a placement group: ``STRICT_SPREAD``, one bundle per node,
+2. **reserve** every test's group with a placement group
+   (:mod:`~fabriccheck.executors.ray_reserve`): ``STRICT_SPREAD``, one bundle per node,
    each bundle pinned to its node by the ``ray.io/node-id`` label and holding the node's whole
    ``reserve_resources`` (default: the idle resource and ``GPU``), so no other Ray work that needs
    them lands there meanwhile; a group not reserved within ``reserve_timeout_s`` (someone holds
@@ -21,20 +22,22 @@ Ray errors are mapped in :func:`fabriccheck.executors.ray_session.map_ray_error`
 
 from __future__ import annotations
 
-import itertools
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fabriccheck.errors import ConnectError, ExecutorError
 from fabriccheck.executors.launch_runner import run_tests
-from fabriccheck.executors.ray_runner import (  # noqa: F401  (re-exported for callers)
-    RayHostRunner,
+from fabriccheck.executors.ray_reserve import (  # noqa: F401  (re-exported for callers)
+    NODE_ID_LABEL,
+    node_bundle,
     overlapping_groups,
+    release_groups,
+    reserve_groups,
     wait_reservations_gone,
 )
+from fabriccheck.executors.ray_runner import RayHostRunner
 from fabriccheck.executors.ray_session import connect, disconnect, map_ray_error, ray_get
 from fabriccheck.inventory.ray import IDLE_RESOURCE, RayNode, cluster_state, nodes_from_state
 from fabriccheck.models import RawResult, Test, nic_node
@@ -42,9 +45,6 @@ from fabriccheck.probes.launch import ProbeLaunch
 
 #: makes the launch for one test: (test, nic endpoint -> ip, port) -> ProbeLaunch
 LaunchBuilder = Callable[[Test, Mapping[str, str], int], ProbeLaunch]
-#: Ray's built-in per-node label (bundle_label_selector pins a bundle to exactly that node)
-NODE_ID_LABEL = "ray.io/node-id"
-_PG_COUNTER = itertools.count()
 
 
 def _default_builder(options: Any = None) -> LaunchBuilder:
@@ -251,12 +251,9 @@ class RayExecutor:
             alive = list(pool.map(ping, hosts))
         return {h for h, ok in zip(hosts, alive, strict=True) if not ok}
 
-    # -- reservations ------------------------------------------------------------------------
+    # -- reservations (fabriccheck.executors.ray_reserve) -----------------------------------
     def _bundle(self, node: RayNode) -> dict[str, float]:
-        # totals, not what looks free now: the free view lags, and a node in use must not pass
-        bundle = {r: node.total(r) for r in self.reserve_resources if node.total(r) > 0}
-        bundle[f"node:{node.ip}"] = 0.001  # never empty; harmless marker of the node
-        return bundle
+        return node_bundle(node, self.reserve_resources)
 
     def reserve(self, tests: Sequence[Test]) -> dict[str, str]:
         """Reserve each group of the round; returns test_id -> problem for tests not reserved.
@@ -264,59 +261,13 @@ class RayExecutor:
         One placement group per group; tests of a round that share nodes (a follow-up round
         may pair one suspect with two partners) share one placement group over their union.
         """
-        from ray.util.placement_group import placement_group
-
-        problems: dict[str, str] = {}
-        pending: list[tuple[list[str], Any]] = []
-        for group in overlapping_groups(tests):
-            ids = [t.test_id for t in group]
-            hosts = list(dict.fromkeys(h for t in group for h in t.nodes))
-            try:
-                nodes = [self.node(h) for h in hosts]
-                name = f"fabriccheck-{next(_PG_COUNTER)}-{'+'.join(ids)}"[:200]
-                pg = placement_group(
-                    [self._bundle(n) for n in nodes], strategy="STRICT_SPREAD", name=name,
-                    bundle_label_selector=[{NODE_ID_LABEL: n.node_id} for n in nodes],
-                )
-            except ExecutorError as exc:
-                problems.update({i: str(exc) for i in ids})
-                continue
-            except Exception as exc:  # Ray boundary
-                raise map_ray_error(exc, what=f"reserve {', '.join(ids)}") from exc
-            self.reservations[name] = pg
-            pending.append((ids, pg))
-        # pg.wait asks the GCS directly; pg.ready() would run a task in every group (~1 s more)
-        from ray.util.placement_group import placement_group_table
-
-        deadline = time.monotonic() + self.reserve_timeout_s
-        for ids, pg in pending:
-            try:
-                ok = placement_group_table(pg).get("state") == "CREATED"
-                left = deadline - time.monotonic()
-                if not ok and left > 0:  # whole seconds: Ray's wait takes an int
-                    ok = pg.wait(max(1, int(left + 0.999)))
-            except Exception as exc:  # Ray boundary
-                raise map_ray_error(exc, what="reserve nodes") from exc
-            if not ok:
-                problems.update({i: f"could not reserve its nodes within "
-                                    f"{self.reserve_timeout_s:g} s (busy or gone)" for i in ids})
-        return problems
+        return reserve_groups(tests, node_of=self.node, bundle_of=self._bundle,
+                              reservations=self.reservations,
+                              timeout_s=self.reserve_timeout_s)  # fmt: skip
 
     def release(self, names: Sequence[str] | None = None) -> None:
         """Remove placement groups (all of ours by default); errors are mapped and raised last."""
-        from ray.util.placement_group import remove_placement_group
-
-        first: BaseException | None = None
-        for name in list(names if names is not None else self.reservations):
-            pg = self.reservations.pop(name, None)
-            if pg is None:
-                continue
-            try:
-                remove_placement_group(pg)
-            except Exception as exc:  # keep releasing the others
-                first = first or exc
-        if first is not None:
-            raise map_ray_error(first, what="release reservations") from first
+        release_groups(self.reservations, names)
 
     # -- rounds ------------------------------------------------------------------------------
     def _nic_ips(self, tests: Sequence[Test]) -> dict[str, str]:

@@ -1,16 +1,13 @@
-"""Ray executor pieces: the HostRunner over agent actors and the grouping of a round's tests."""
+"""The Ray executor's HostRunner: probe commands started, awaited and killed by agent actors."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fabriccheck.errors import ConnectError, TaskTimeout
 from fabriccheck.executors.launch_runner import StepOutput
 from fabriccheck.executors.ray_session import ray_get
-from fabriccheck.models import Test
 from fabriccheck.probes.launch import HostCommand
 
 if TYPE_CHECKING:
@@ -56,48 +53,3 @@ class RayHostRunner:
         if out.get("leftover"):
             self._ex.leftovers.append(f"{handle.host}: {out['leftover']} process(es) survived kill")
         return StepOutput(out["stdout"], out["stderr"], out["exit_code"], True)
-
-
-def overlapping_groups(tests: Sequence[Test]) -> list[list[Test]]:
-    """The round's tests grouped so that tests sharing a node land in one group (input order).
-
-    >>> from fabriccheck.models import Test
-    >>> ts = [Test("a", "iperf3", ("n1", "n2")), Test("b", "iperf3", ("n3", "n4")),
-    ...       Test("c", "iperf3", ("n2", "n5"))]
-    >>> [[t.test_id for t in g] for g in overlapping_groups(ts)]
-    [['a', 'c'], ['b']]
-    """
-    parent = list(range(len(tests)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[str, int] = {}
-    for i, test in enumerate(tests):
-        for host in test.nodes:
-            if host in owner:  # union; the smaller index stays the root
-                a, b = find(i), find(owner[host])
-                parent[max(a, b)] = min(a, b)
-            else:
-                owner[host] = i
-    groups: dict[int, list[Test]] = {}
-    for i, test in enumerate(tests):
-        groups.setdefault(find(i), []).append(test)
-    return [groups[root] for root in sorted(groups)]  # roots: first index of each group
-
-
-def wait_reservations_gone(names: Sequence[str], timeout_s: float = 10.0) -> list[str]:
-    """Those of ``names`` whose placement group is still not REMOVED after ``timeout_s``."""
-    from ray.util.placement_group import placement_group_table
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        table = placement_group_table()
-        live = [v["name"] for v in table.values()
-                if v["name"] in names and v["state"] != "REMOVED"]
-        if not live or time.monotonic() > deadline:
-            return live
-        time.sleep(0.1)
