@@ -27,6 +27,14 @@ INLINE = re.compile(r"(?<!`)`(fabriccheck [^`\n]+)`(?!`)")
 LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\((?P<target>[^)\s]+)\)|!\[[^\]\n]*\]\((?P<img>[^)\s]+)\)")
 
 
+ENV_PREFIX = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=(?:'[^']*'|\"[^\"]*\"|\S*)\s+)+")
+
+
+def strip_env(command: str) -> str:
+    """``SLURM_JOB_NODELIST='n[1-2]' fabriccheck gate`` -> ``fabriccheck gate``."""
+    return ENV_PREFIX.sub("", command.strip())
+
+
 @dataclass(frozen=True)
 class Command:
     """One command found in a doc: where it is, its text, the exit code the doc promises."""
@@ -43,7 +51,8 @@ class Command:
 
     @property
     def is_fabriccheck(self) -> bool:
-        return self.text.split()[0] == "fabriccheck"
+        """A fabriccheck command, possibly after ``VAR=value`` environment assignments."""
+        return strip_env(self.text).split()[:1] == ["fabriccheck"]
 
 
 @dataclass(frozen=True)
@@ -143,7 +152,7 @@ def fabriccheck_words(command: str) -> tuple[list[str], list[str]]:
     Only the first command of a pipeline / ``&&`` chain / redirect is looked at.
     """
     try:
-        words = shlex.split(command, comments=True)
+        words = shlex.split(strip_env(command), comments=True)
     except ValueError:
         words = command.split()
     if words[:1] == ["sudo"]:
