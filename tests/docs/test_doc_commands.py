@@ -92,6 +92,20 @@ def test_relative_links_resolve():
     assert not broken, "broken links:\n" + "\n".join(broken)
 
 
+def test_named_code_paths_exist():
+    """`fabriccheck/...`, `tests/...`, `bench/...` paths the docs name are real files or dirs."""
+    pattern = re.compile(r"`((?:fabriccheck|tests|bench|topologies|test_specs)/[\w./-]*)`")
+    missing = []
+    for doc in DOCS:
+        for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            for path in pattern.findall(line):
+                if "." not in path and not path.endswith("/"):
+                    continue  # a label such as fabriccheck/host, not a path
+                if not (REPO / path.rstrip("/")).exists():
+                    missing.append(f"{doc.name}:{n}: {path}")
+    assert not missing, "docs name paths that do not exist:\n" + "\n".join(missing)
+
+
 def test_every_named_command_and_flag_exists():
     """`fabriccheck X Y --flag` anywhere in the docs (run or skipped) exists in the real CLI."""
     problems = []
