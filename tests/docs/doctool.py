@@ -134,12 +134,15 @@ EMBEDDED = re.compile(r"(?:^|(?<=[\s/=\"']))fabriccheck\s+[a-z]")
 
 
 def embedded_commands(doc: Path) -> list[tuple[str, str]]:
-    """``fabriccheck ...`` inside any other fenced block (systemd units, cron lines, scripts)."""
+    """``fabriccheck ...`` anywhere in a fenced block: systemd units, cron lines, scripts.
+
+    Shell blocks are scanned too (a cron line starts with its schedule, not with the command).
+    """
     found: list[tuple[str, str]] = []
     for b in blocks(doc):
-        if b.lang in ("bash", "console", "sh", "shell"):
-            continue
         for off, line in _join(b.body, console=False):
+            if b.lang == "console":
+                line = line[2:] if line.startswith("$ ") else ""
             line = re.sub(r"(^|\s)#.*$", "", line)  # comments are prose
             for m in EMBEDDED.finditer(line):
                 found.append((f"{doc.name}:{b.line + 1 + off}", line[m.start():]))
@@ -161,13 +164,17 @@ def fabriccheck_words(command: str) -> tuple[list[str], list[str]]:
         return [], []
     head: list[str] = []
     flags: list[str] = []
+    in_head = True
     for w in words[1:]:
         if w in ("|", "&&", "||", ";", ">", "2>", ">>") or w.startswith((">", "2>")):
             break
         if w.startswith("-"):
             flags.append(w.split("=", 1)[0])
-        elif not flags and re.fullmatch(r"[a-z][a-z-]*", w) and len(head) < 2:
+            in_head = False
+        elif in_head and re.fullmatch(r"[a-z][a-z-]*", w) and len(head) < 2:
             head.append(w)
+        else:
+            in_head = False  # an argument: no subcommand after it
     return head, flags
 
 
