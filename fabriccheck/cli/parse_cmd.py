@@ -10,9 +10,7 @@ from rich.table import Table
 
 from fabriccheck.cli.app import app, fail, out, write_json
 from fabriccheck.errors import ParseError
-from fabriccheck.probes.detect import TOOLS, detect_tool, parse_text
-from fabriccheck.probes.results import UNPARSEABLE
-from fabriccheck.probes.to_json import result_to_json
+from fabriccheck.probes import TOOLS
 
 _STATUS_STYLE = {"ok": "green", "failed": "red", "incomplete": "yellow", "unparseable": "red"}
 
@@ -35,6 +33,10 @@ def parse(
         "--json", help="Print only the parse contract JSON on stdout.")] = False,
 ) -> None:
     """Parse one tool output file; see ``_HELP`` for the exit codes."""
+    from fabriccheck.probes.detect import detect_tool, parse_text
+    from fabriccheck.probes.results import UNPARSEABLE
+    from fabriccheck.probes.to_json import result_to_json
+
     if tool is not None and tool not in TOOLS:
         raise fail(f"--tool: unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
     try:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from fabriccheck.errors import ParseError
 from fabriccheck.models import RawResult, Test
+from fabriccheck.probes import TOOLS
 from fabriccheck.probes._text import strip_source_line
 from fabriccheck.probes.iperf3 import parse_iperf3
 from fabriccheck.probes.nccl_log import scan_nccl_log
@@ -25,7 +26,6 @@ from fabriccheck.probes.results import (
     ToolError,
 )
 
-TOOLS = ("nccl-tests", "perftest", "iperf3", "nccl-log")
 Result = NcclTestsResult | PerftestResult | Iperf3Result | NcclLogScan
 
 #: probe -> tool whose output it prints (allreduce-cpu prints a nccl-tests table)

@@ -44,7 +44,7 @@ def test_cli_start_up_imports_no_heavy_library(args):
     assert not {m for m in loaded if m.split(".")[0] in HEAVY}
 
 
-def test_help_does_not_load_metrics_store_or_networkx():
+def test_help_does_not_load_metrics_store_networkx_or_parsers():
     loaded = _modules_after("--help")
-    for name in ("prometheus_client", "networkx", "sqlite3"):
+    for name in ("prometheus_client", "networkx", "sqlite3", "fabriccheck.probes.detect"):
         assert name not in loaded, name
