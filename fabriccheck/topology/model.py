@@ -6,10 +6,12 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from fabriccheck.models import LinkKey, link_key, nic_node
+
+if TYPE_CHECKING:  # networkx is imported when .graph is first asked for (CLI start-up)
+    import networkx as nx
 
 FABRICS = ("roce", "infiniband")
 TIERS = ("leaf", "spine", "core")
@@ -101,6 +103,8 @@ class Topology:
     @cached_property
     def graph(self) -> nx.Graph:
         """NIC endpoints and switches as vertices (``kind``), links as edges (``gbps``)."""
+        import networkx as nx
+
         g = nx.Graph(name=self.name, fabric=self.fabric)
         for node in self.nodes.values():
             for nic in node.nics:

@@ -44,6 +44,10 @@ def test_cli_start_up_imports_no_heavy_library(args):
     assert not {m for m in loaded if m.split(".")[0] in HEAVY}
 
 
+def test_topology_show_does_not_load_networkx():
+    assert "networkx" not in _modules_after("topology", "show", "roce-rail-64")
+
+
 def test_help_does_not_load_metrics_store_networkx_or_parsers():
     loaded = _modules_after("--help")
     for name in ("prometheus_client", "networkx", "sqlite3", "fabriccheck.probes.detect"):
