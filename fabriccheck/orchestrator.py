@@ -26,6 +26,8 @@ from fabriccheck.planning.followup import (
     plan_link_probes,
     plan_nic_confirm,
     plan_node_confirm,
+    plan_roce_batch,
+    plan_roce_sampling,
 )
 from fabriccheck.planning.pairing import pair_key, plan_pairs, plan_rail_pairs
 from fabriccheck.planning.view import FabricView
@@ -240,33 +242,36 @@ class _Loop:
         for o in st.observations:
             for n in o.test.nodes:
                 met[n].update(o.test.nodes)
-        for v in todo:
-            if st.tries[v.name] >= 2:
-                continue
-            seen = frozenset(met[v.name.split("/", 1)[0]])
-            if v.kind == "nic":
-                made = plan_nic_confirm(v.name, b, pool, inf.good_nics, local, met=seen)
-            else:
-                made = plan_node_confirm(v.name, b, pool, inf.good_nics, local=local, met=seen)
-            if made:
-                st.tries[v.name] += 1
+        todo = [v for v in todo if st.tries[v.name] < 2]
+        made_for: set[str] = set()
+        for way in ("client", "server"):  # every suspect's client test first: partners shared
+            for v in todo:
+                seen = frozenset(met[v.name.split("/", 1)[0]])
+                if v.kind == "nic":
+                    made = plan_nic_confirm(v.name, b, pool, inf.good_nics, local, met=seen,
+                                            directions=(way,))
+                else:
+                    made = plan_node_confirm(v.name, b, pool, inf.good_nics, local=local,
+                                             met=seen, directions=(way,))
+                if made:
+                    made_for.add(v.name)
+        for name in made_for:
+            st.tries[name] += 1
         for node in sorted(inf.hang_suspects):
             if st.tries[node] < 2 and plan_node_confirm(node, b, pool, inf.good_nics, hang=True):
                 st.tries[node] += 1
-        if pol.localize:
-            # one-candidate sets first: a probe from another pair makes them exact
+        if pol.localize and self.view.fabric == "infiniband":
+            # one-candidate sets first: probes from fresh pairs make them exact (twice at most)
             for g in sorted(inf.links, key=lambda g: (len(g.candidates), -len(g.evidence))):
                 key = "link:" + "|".join(f"{a}-{c}" for a, c in g.candidates)
-                # IB: retests and one-link probes, twice at most; RoCE: sample equal-cost paths
-                # between the two leaves until a second failure shows (a candidate set)
-                ib = self.view.fabric == "infiniband"
-                max_tries = 2 if ib else (2 if len(g.evidence) < 2 else 0)
-                if g.bad or st.tries[key] >= max_tries:
+                if g.bad or st.tries[key] >= 2:
                     continue
                 flows = [(tid, s, d) for tid, (s, d) in zip(g.evidence, g.flows, strict=False)]
                 if plan_link_probes(flows, g.candidates, b, inf.good_nics, seed=pol.seed,
                                     retest=st.tries[key] == 0):
                     st.tries[key] += 1
+        elif pol.localize:
+            self._roce_localize(inf, b)
         for task in list(st.bisect):
             planned, left = plan_bisect(task, b, pool)
             for test_id, half in planned:
@@ -286,6 +291,44 @@ class _Loop:
                                                                     probe=self._solo_probe()):
                 st.tries["untested:" + n] += 2  # nobody to pair with: its intra-node test
         return b.tests
+
+    def _roce_localize(self, inf: Inference, b: RoundBuilder, max_pairs: int = 16) -> None:
+        """RoCE: batches of fresh flows between the leaf pairs of unexplained cross-leaf
+        failures (a link group short of two failures) and of failures set aside as possible
+        contention, until two failures show (a candidate set), ``roce_probe_rounds`` at most."""
+        st, pol = self.st, self.policy
+        att = self.view.topology.attachment
+        by_id = {o.test.test_id: o for o in st.observations}
+        want: dict[tuple[str, str, int], int] = {}  # (leaf, leaf, rail) -> priority
+        seen: dict[tuple[str, str, int], int] = defaultdict(int)  # unexplained failures
+        for g in inf.links:
+            if g.bad:
+                continue
+            for src, dst in g.flows:
+                key3 = (*sorted((att[src], att[dst])), self.view.topology.nics[src].rail)
+                seen[key3] += 1  # type: ignore[index]
+                if len(g.evidence) < 2:
+                    want.setdefault(key3, 0)  # type: ignore[arg-type]
+        for tid in (inf.ambiguous if self.policy.roce_probe_contention else ()):
+            o = by_id.get(tid)
+            for f in (o.test.flows if o else ()):
+                if att.get(f.src) != att.get(f.dst):
+                    key = (*sorted((att[f.src], att[f.dst])), self.view.topology.nics[f.src].rail)
+                    want.setdefault(key, 1)  # type: ignore[arg-type]
+        if pol.roce_sample_flows and st.tries["roce:sampled"] < pol.roce_sample_rounds:
+            st.tries["roce:sampled"] += 1  # every leaf pair of a matching, every rail
+            plan_roce_sampling(b, inf.good_nics, seed=pol.seed, per_way=pol.roce_sample_flows)
+        todo = sorted(want, key=lambda k: (want[k], k))
+        for la, lb, rail in todo[:max_pairs]:
+            key = f"roce:{la}|{lb}"
+            # another batch only while the last one showed a new unexplained failure
+            grew = seen[(la, lb, rail)] > st.tries[key + ":seen"]
+            if st.tries[key] >= pol.roce_probe_rounds or (st.tries[key] and not grew):
+                continue
+            if plan_roce_batch(la, lb, rail, b, inf.good_nics, seed=pol.seed,
+                               per_way=pol.roce_probe_flows):
+                st.tries[key] += 1
+                st.tries[key + ":seen"] = seen[(la, lb, rail)]
 
     def _solo_probe(self) -> str | None:
         """The collective a lone node can run by itself (1x: intra-node only), if specified."""

@@ -46,6 +46,14 @@ class SweepPolicy:
     #: (at least 1). Two flows leaving one leaf may hash onto the same uplink and halve each
     #: other: such failures clear no device and implicate no link (see inference.attribute).
     roce_cross_share: float = 0.25
+    #: RoCE localization: flows each way per leaf pair and batch, and batches per leaf pair
+    roce_probe_flows: int = 2
+    roce_probe_rounds: int = 3
+    #: RoCE: also probe leaf pairs whose only failures may be contention (more rounds, more hits)
+    roce_probe_contention: bool = False
+    #: RoCE: flows each way per matched leaf pair in one sampling batch after the sweep (0: off)
+    roce_sample_flows: int = 2
+    roce_sample_rounds: int = 3
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -48,7 +48,8 @@ def random_faults(topo, rng: random.Random, *, slow=1, nic=1, hang=1, unreach=1,
     nodes = sorted(topo.nodes)
     budget = max(1, len(nodes) // 4)
     slow, nic = min(slow, budget), min(nic, max(0, budget - slow))
-    hang, unreach = min(hang, max(0, budget - slow - nic)), min(unreach, 1)
+    hang = min(hang, max(0, budget - slow - nic))
+    unreach = min(unreach, 1, max(0, budget - slow - nic - hang))  # the quarter counts it too
     picks = rng.sample(nodes, slow + nic + hang + unreach)
     faults = []
     for n in picks[:slow]:
@@ -142,7 +143,8 @@ def test_demo_cluster_finds_every_fault():
     check(res, fs, topo)
     assert res.bad_nodes == ["node-040"] and res.bad_nics == ["node-017/mlx5_3"]
     assert res.hung == ["node-033"] and res.unreachable == ["node-050"]
-    assert res.rounds <= 4 and res.test_seconds < 120
+    # devices by round 3 (check); RoCE link localization batches may add up to 3 rounds
+    assert res.rounds <= 6 and res.test_seconds < 120
     for v in res.verdicts:
         if v.state == "bad":
             assert v.evidence or v.reason.startswith("drained"), v
@@ -154,7 +156,8 @@ def test_healthy_fabric_with_noise_drains_nobody(fabric_kind, seed):
     topo = fabric(128, fabric_kind, rails=4)
     res, _ = sweep(topo, {"noise": {"jitter": 0.03, "glitch_rate": 0.02}}, seed)
     assert res.drain == [] and res.bad_links == [] and res.bad_nics == []
-    assert res.rounds <= 4
+    # RoCE: up to roce_sample_rounds sampling batches after the sweep (ECMP paths are a hash)
+    assert res.rounds <= (4 if fabric_kind == "infiniband" else 6)
 
 
 @pytest.mark.parametrize("fabric_kind", ["infiniband", "roce"])

@@ -123,6 +123,9 @@ def infer(
 
     ambiguous = _roce_collisions(fails, view) if view.fabric == "roce" else set()
     inf.ambiguous = sorted(ambiguous)
+    # devices: any failure that shares a leaf end with another failure of its round may be
+    # contention (whatever its value), so it never convicts a node or NIC without confirmation
+    shared = _shared_leaf_end(fails, view) if view.fabric == "roce" else set()
     live: list[Observation] = []
     for o in fails:
         if o.test.test_id in retested_ok:
@@ -133,7 +136,8 @@ def infer(
     for o in live:
         c: list[Comp] = [("node", n) for n in o.test.nodes if n not in inf.good_nodes]
         c += [("nic", x) for x in o.test.nics if x not in inf.good_nics]
-        # a possible ECMP collision says nothing about links (devices must still be cleared)
+        # a possible ECMP collision says nothing about links; its devices must still be
+        # cleared (a half-speed NIC beside a collision looks the same), by confirmation only
         links = set().union(*(view.flow_links(f)[1] for f in o.test.flows)) \
             if o.test.flows and o.test.test_id not in ambiguous else set()
         c += [("link", link_name(lk)) for lk in sorted(links - good_links)]
@@ -158,7 +162,7 @@ def infer(
     for comp in sorted(set(chosen.values())):
         if comp[0] == "node":
             _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails,
-                        pinned)
+                        pinned, shared)
         elif comp[0] == "nic":
             _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned)
     _co_suspects(live, cands, chosen, inf)
@@ -168,11 +172,13 @@ def infer(
 
 def _co_suspects(live, cands, chosen, inf: Inference) -> None:
     """Other un-cleared nodes/NICs of a failing test whose culprit is still only a suspect are
-    suspects too, so one confirmation round settles all of them (not one per round)."""
+    suspects too, so one confirmation round settles all of them (not one per round). A failure
+    put on a link leaves its un-cleared devices suspect as well: a link set that explains two
+    failures better than two devices do must not hide the devices (confirm before blaming)."""
     settled = set(inf.bad_nodes) | set(inf.bad_nics)
     for i, (o, c) in enumerate(zip(live, cands, strict=True)):
         comp = chosen.get(i)
-        if comp is None or comp[0] == "link" or comp[1] in settled:
+        if comp is None or comp[1] in settled:
             continue
         for kind, name in c:
             if (kind, name) == comp:
@@ -240,15 +246,21 @@ def _partners(node: str, obs: Sequence[Observation]) -> set[str]:
 
 
 def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: int,
-                confirmed_min: int, pinned: dict[str, str]) -> None:
+                confirmed_min: int, pinned: dict[str, str],
+                shared: set[str] | frozenset[str] = frozenset()) -> None:
     partners = _partners(node, obs)
+    # without confirmation only failures against partners whose NICs passed elsewhere count
+    # (a node paired with faulty partners on every rail in round 1 is no culprit), and none
+    # that may be ECMP contention
+    clean = [o for o in obs if o.test.test_id not in shared
+             and all(x in inf.good_nics for x in o.test.nics if nic_node(x) != node)]
     rails = {f.src.split("/", 1)[1] for o in obs for f in o.test.flows
              if nic_node(f.src) == node} | {f.dst.split("/", 1)[1] for o in obs
                                              for f in o.test.flows if nic_node(f.dst) == node}
     # a confirmation convicts only when nothing else on its path is left to blame
     confirmed = any(o.test.purpose in ("confirm", "bisect") and pinned.get(o.test.test_id) == node
                     for o in obs)
-    strong = len(obs) >= min_fails and (len(rails) >= 2 or len(obs) >= 2 * min_fails)
+    strong = len(clean) >= min_fails and (len(rails) >= 2 or len(clean) >= 2 * min_fails)
     ids = tuple(o.test.test_id for o in obs)
     vals = ", ".join(_fmt(o) for o in obs[:4])
     reason = (f"failed {len(obs)} test(s) with {len(partners)} partner(s) "
@@ -295,23 +307,51 @@ def _attribute_hangs(hangs: list[Observation], inf: Inference) -> None:
                                               ids)
 
 
-def _roce_collisions(fails: list[Observation], view: FabricView) -> set[str]:
-    """RoCE: failing cross-leaf tests of one round that may have shared an ECMP link.
+def _roce_collisions(fails: list[Observation], view: FabricView, tol: float = 0.08) -> set[str]:
+    """RoCE: failing cross-leaf tests of one round that contention can explain.
 
-    Two flows leaving one leaf (or entering one) may hash onto the same link and halve each
-    other; such failures say nothing about the components and are set aside.
+    Flows hashed onto one link share it and fail together; what they get adds up to at most
+    the link's rate. So a failure is set aside as possible contention only when another
+    cross-leaf flow failed at the same leaf end (out of its source leaf or into its destination
+    leaf) in that round and the two values together fit in one link (``v + w <= (1 + tol) x
+    expected``). A flow failing alone at both ends, one too fast to have shared a link with
+    any other failure there (a slow node at 0.6 beside a collided pair), or a tool failure (no
+    number) is evidence. Two flows on a half-speed link (a quarter each) still fit and are set
+    aside here; another round or a localization batch settles them.
     """
     att = view.topology.attachment
-    ends: dict[tuple[int, str, str], list[str]] = defaultdict(list)
+    ends: dict[tuple[int, str, str], list[Observation]] = defaultdict(list)
     for o in fails:
+        if o.value is None or not o.expected:
+            continue  # no number: the tool failed, contention does not do that
         for f in o.test.flows:
             s, d = att.get(f.src), att.get(f.dst)
             if s is None or d is None or s == d:
                 continue
-            ends[(o.test.round, s, "out")].append(o.test.test_id)
-            ends[(o.test.round, d, "in")].append(o.test.test_id)
+            ends[(o.test.round, s, "out")].append(o)
+            ends[(o.test.round, d, "in")].append(o)
     out: set[str] = set()
-    for ids in ends.values():
-        if len(set(ids)) >= 2:
-            out.update(ids)
+    for group in ends.values():
+        for o in group:
+            cap = (1 + tol) * o.expected  # type: ignore[operator]
+            if any(p is not o and o.value + p.value <= cap for p in group):  # type: ignore[operator]
+                out.add(o.test.test_id)
     return out
+
+
+def _shared_leaf_end(fails: list[Observation], view: FabricView) -> set[str]:
+    """RoCE: failing cross-leaf tests that share a leaf end (out of one leaf or into one) with
+    another failing test of their round: they may have hashed onto one link. A tool failure
+    (no number) is not contention: it is never in the set and does not put others in it."""
+    att = view.topology.attachment
+    ends: dict[tuple[int, str, str], set[str]] = defaultdict(set)
+    for o in fails:
+        if o.value is None:
+            continue
+        for f in o.test.flows:
+            s, d = att.get(f.src), att.get(f.dst)
+            if s is None or d is None or s == d:
+                continue
+            ends[(o.test.round, s, "out")].add(o.test.test_id)
+            ends[(o.test.round, d, "in")].add(o.test.test_id)
+    return {t for ids in ends.values() if len(ids) >= 2 for t in ids}

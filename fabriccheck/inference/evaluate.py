@@ -146,6 +146,8 @@ def evaluate_peers(
         floor = out[idx[0]].floor
         below = sum(1 for i in idx if out[i].status == FAIL and _plain(out[i]))
         fabric_slow = floor is not None and below >= slow_fraction * len(idx)
+        if fabric_slow and not _most_nodes_always_fail(out, idx, slow_fraction):
+            fabric_slow = False
         if fabric_slow:
             warnings.append(
                 f"{probe} {size}x: {below}/{len(idx)} tests below the floor {floor:g} "
@@ -166,3 +168,17 @@ def evaluate_peers(
 def _plain(o: Observation) -> bool:
     """A fail only for being below the floor (not a tool error)."""
     return o.reason.endswith(f"below floor {o.floor:g}") if o.floor is not None else False
+
+
+def _most_nodes_always_fail(out: list[Observation], idx: list[int], slow_fraction: float) -> bool:
+    """True when the typical node is slow: the median node failed more than ``slow_fraction``
+    of its tests of the group (a uniformly slow fabric). A few slow nodes, NICs or ECMP
+    collisions that drag many tests below the floor in a small cluster leave the median node
+    with no failure."""
+    tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # node -> [failed, tests]
+    for i in idx:
+        failed = out[i].status == FAIL and _plain(out[i])
+        for n in out[i].test.nodes:
+            tally[n][1] += 1
+            tally[n][0] += failed
+    return statistics.median(f / t for f, t in tally.values()) > slow_fraction

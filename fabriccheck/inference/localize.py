@@ -31,15 +31,45 @@ class LinkGroup:
     values: tuple[str, ...]
     bad: bool
 
+    @property
+    def summary(self) -> str:
+        """The candidate set in words, with its size (see :func:`describe_links`)."""
+        return describe_links(self.candidates)
+
     def to_json(self) -> dict:
         return {
             "candidates": [list(k) for k in self.candidates],
             "size": len(self.candidates),
+            "summary": self.summary,
             "evidence": list(self.evidence),
             "flows": [list(f) for f in self.flows],
             "values": list(self.values),
             "confirmed": self.bad,
         }
+
+
+def describe_links(cands: Sequence[LinkKey]) -> str:
+    """Say what a candidate set is, with its size, instead of guessing one link.
+
+    >>> describe_links([("leaf-1-2", f"spine-{i}") for i in range(8)])
+    "one of leaf-1-2's 8 links"
+    >>> describe_links([(f"leaf-{j}-2", f"spine-{i}") for j in (0, 1) for i in range(8)])
+    'one of 16 links: 8 of leaf-0-2, 8 of leaf-1-2'
+    """
+    if len(cands) == 1:
+        return f"{cands[0][0]} -- {cands[0][1]}"
+    count: dict[str, int] = defaultdict(int)
+    for a, b in cands:
+        count[a] += 1
+        count[b] += 1
+    common = [sw for sw, n in count.items() if n == len(cands)]
+    if common:
+        return f"one of {sorted(common)[0]}'s {len(cands)} links"
+    top = sorted(count, key=lambda sw: (-count[sw], sw))[:2]
+    if len(top) == 2 and all(a in top or b in top for a, b in cands):
+        return (f"one of {len(cands)} links: {count[top[0]]} of {top[0]}, "
+                f"{count[top[1]]} of {top[1]}")
+    return f"one of {len(cands)} links"
 
 
 def localize_links(

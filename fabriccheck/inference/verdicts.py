@@ -71,7 +71,7 @@ def build_result(
         why = (f"{len(g.evidence)} failing flow(s) not explained by any node or NIC "
                f"({', '.join(v for v in g.values[:3] if v)}); "
                + ("the only link on their routes not cleared by passing tests" if g.bad else
-                  f"{len(g.candidates)} candidate link(s) explain them equally"))
+                  f"{g.summary}: {len(g.candidates)} candidate link(s) explain them equally"))
         verdicts.append(Verdict("link", name, state, why, g.evidence,
                                 g.candidates[0] if len(g.candidates) == 1 else None))
     untested = [v.name for v in verdicts if v.kind == "node" and v.state == UNTESTED]

@@ -68,9 +68,10 @@ class GoodPool:
 
         Ranked: a known-good node on ``nic``'s leaf the suspect has not met yet (the test then
         crosses no switch link, so a failure can only be the suspect, and a new partner is
-        independent evidence); then another node of ``local`` on that leaf it has not met (a
-        pass clears both; a failure convicts only if that node is cleared elsewhere); then a
-        known-good same-leaf node it met before; then a known-good node elsewhere.
+        independent evidence); then another node of ``local`` on that leaf it has not met whose
+        NIC passed a test (a failure still pins the suspect); then a known-good same-leaf node
+        it met before; then an un-cleared local node it has not met (a pass clears both); then
+        a known-good node elsewhere.
         """
         att = self.view.topology.attachment
         leaf = att.get(nic)
@@ -91,12 +92,12 @@ class GoodPool:
                     return node
                 offer(2, node)
             else:
-                offer(3, node)
+                offer(4, node)
         for node in sorted(local):
             other = self.view.rails_of[node].get(rail)
             if (node not in exclude and other is not None and att.get(other) == leaf
                     and b.nic_free(other, way)):
-                offer(1 if node not in met else 4, node)
+                offer((1 if other in good_nics else 3) if node not in met else 5, node)
         return best[1] if best else None
 
     def give_back(self, nodes: Sequence[str]) -> None:
@@ -122,13 +123,18 @@ class GoodPool:
 
 
 def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
-                     local: Sequence[str] = (), met: frozenset[str] = frozenset()) -> int:
-    """Client and server tests of a suspect NIC against known-good same-leaf partners."""
+                     local: Sequence[str] = (), met: frozenset[str] = frozenset(),
+                     directions: Sequence[str] = ("client", "server")) -> int:
+    """Client and server tests of a suspect NIC against known-good same-leaf partners.
+
+    ``directions`` lets the caller give every suspect its client test before any gets its
+    server test, so a leaf's few known-good partners are shared out (links are full duplex).
+    """
     node = nic_node(nic)
     rail = b.view.topology.nics[nic].rail
     made = 0
     used: set[str] = {node}
-    for direction in ("client", "server"):
+    for direction in directions:
         way = "rx" if direction == "client" else "tx"  # what the partner's NIC does
         partner = pool.take_nic_partner(nic, rail, b, good_nics, used, way, local, met)
         if partner is None:
@@ -142,7 +148,8 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
 
 def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
                       *, hang: bool = False, local: Sequence[str] = (),
-                      met: frozenset[str] = frozenset()) -> int:
+                      met: frozenset[str] = frozenset(),
+                      directions: Sequence[str] = ("client", "server")) -> int:
     """Confirmation of a suspect node: every rail both ways (one test for a hang suspect).
 
     Per rail with ``ib_write_bw`` even when the sweep used a collective, so a suspect node's
@@ -158,7 +165,7 @@ def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set
         if partner and b.add_group((node, partner[0]), "confirm", probe=b.policy.pair_probe):
             made += 1
         return made
-    for direction in ("client",) if hang else ("client", "server"):
+    for direction in ("client",) if hang else directions:
         for r in rails:
             nic = b.view.rails_of[node][r]
             way = "rx" if direction == "client" else "tx"
@@ -247,29 +254,73 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
     return None
 
 
-def _roce_leaf_probes(flows, b: RoundBuilder, good_nics: set[str], seed: int) -> int:
-    """RoCE: fresh known-good flows between the leaves of a failing flow, one each way.
+def _roce_leaf_probes(flows, b: RoundBuilder, good_nics: set[str], seed: int,
+                      per_way: int = 4) -> int:
+    """RoCE: a batch of fresh known-good flows between the leaves of the failing flows.
 
-    One flow leaving and one entering a leaf cannot share a link direction, so a failure is not
-    contention; each probe hashes onto a random equal-cost path, so repeated rounds sample them.
+    The path of a flow is a hash nobody knows, so one probe samples one of the equal-cost
+    paths; a batch of ``per_way`` flows each way (different node pairs: different hashes)
+    samples many at once. Flows of a batch may collide on an uplink and halve each other; the
+    attribution tells fair-share contention from a fault (``inference.attribute``).
     """
-    view = b.view
-    att = view.topology.attachment
-    rng = random.Random(f"roce-probe:{seed}:{b.round_no}")
     made = 0
+    att = b.view.topology.attachment
+    done: set[tuple[str, str]] = set()
     for _, src, dst in flows[:2]:
-        leaves = (att[src], att[dst])
-        rail = view.topology.nics[src].rail
-        for s_leaf, d_leaf in (leaves, leaves[::-1]):
-            if s_leaf == d_leaf:
+        pair = tuple(sorted((att[src], att[dst])))
+        if pair[0] == pair[1] or pair in done:
+            continue
+        done.add(pair)  # type: ignore[arg-type]
+        made += plan_roce_batch(pair[0], pair[1], b.view.topology.nics[src].rail, b, good_nics,
+                                seed=seed, per_way=per_way)
+    return made
+
+
+def plan_roce_batch(leaf_a: str, leaf_b: str, rail: int, b: RoundBuilder, good_nics: set[str],
+                    *, seed: int, per_way: int = 4) -> int:
+    """``per_way`` flows ``leaf_a -> leaf_b`` and as many back, between known-good NICs that are
+    free this round (each NIC sends or receives once). Returns the number of tests planned."""
+    att = b.view.topology.attachment
+    rng = random.Random(f"roce-batch:{seed}:{b.round_no}:{leaf_a}:{leaf_b}")
+    made = 0
+    for s_leaf, d_leaf in ((leaf_a, leaf_b), (leaf_b, leaf_a)):
+        srcs = sorted(n for n in good_nics if att.get(n) == s_leaf and b.nic_free(n, "tx"))
+        dsts = sorted(n for n in good_nics if att.get(n) == d_leaf and b.nic_free(n, "rx"))
+        rng.shuffle(srcs)
+        rng.shuffle(dsts)
+        for s_nic, d_nic in list(zip(srcs, dsts, strict=False))[:per_way]:
+            if b.view.topology.nics[s_nic].rail != rail or nic_node(s_nic) == nic_node(d_nic):
                 continue
-            srcs = sorted(n for n in good_nics if att.get(n) == s_leaf and b.nic_free(n, "tx"))
-            dsts = sorted(n for n in good_nics if att.get(n) == d_leaf and b.nic_free(n, "rx"))
-            if not srcs or not dsts:
-                continue
-            s_nic, d_nic = rng.choice(srcs), rng.choice(dsts)
-            if b.add_flow(nic_node(s_nic), nic_node(d_nic), rail, "localize") is not None:
+            t = b.add_flow(nic_node(s_nic), nic_node(d_nic), rail, "localize", check_links=False,
+                           batch=f"{s_leaf}>{d_leaf}")
+            if t is not None:
+                b.budget.fits_flows([(s_nic, d_nic)], force=True)  # keep other tests off
                 made += 1
+    return made
+
+
+def plan_roce_sampling(b: RoundBuilder, good_nics: set[str], *, seed: int,
+                       per_way: int = 2) -> int:
+    """RoCE: one sampling batch per leaf pair of a leaf matching, on every rail.
+
+    The sweep sends few cross-leaf flows per leaf (each may hash onto any of the equal-cost
+    paths), so a degraded spine link can go unsampled; this batch adds ``per_way`` fresh flows
+    each way between matched leaves of each rail (every leaf in one pair), in the first
+    follow-up round, beside the confirmations.
+    """
+    from fabriccheck.planning.pairing import circle_matching
+
+    att = b.view.topology.attachment
+    leaves: dict[int, set[str]] = {}
+    for nic in good_nics:
+        if nic in att:
+            leaves.setdefault(b.view.topology.nics[nic].rail, set()).add(att[nic])
+    made = 0
+    for rail, group in sorted(leaves.items()):
+        order = sorted(group)
+        random.Random(f"roce-sample:{seed}:{rail}").shuffle(order)
+        for la, lb in circle_matching(order, b.round_no + rail):
+            made += plan_roce_batch(la, lb, rail, b, good_nics, seed=seed, per_way=per_way)
     return made
 
 

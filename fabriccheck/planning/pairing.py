@@ -159,7 +159,10 @@ def plan_pairs(
     avoid_set = set(avoid)
     crossed = set(prev_cross)
     served = set(prev_served)
-    ib = view.fabric == "infiniband"
+    # IB rail-optimized: every node crosses (cross pairs of two whole leaves never share a
+    # directed link). Fat-trees route all of a node's NICs down one spine link: few cross
+    # pairs fit per round, so there the RoCE-style alternation (cross, then local) stays.
+    ib = view.fabric == "infiniband" and view.rail_optimized
     tag = "all" if rail is None else rail
     rng = random.Random(f"pairs:{seed}:{round_no}:{tag}")
     pods: dict[tuple[str, ...], list[str]] = defaultdict(list)
@@ -169,12 +172,14 @@ def plan_pairs(
             pods[view.pod(n)].append(n)
         elif rail in view.rails_of[n]:
             pods[(att.get(view.rails_of[n][rail], ""),)].append(n)
+    met = {n for p in avoid_set for n in p}  # paired on this rail in an earlier round
     for members in pods.values():
         rng.shuffle(members)
+        # nodes a round left over come first, so no NIC stays untested for two rounds
         if ib:  # everyone crosses; receivers-to-be first
-            members.sort(key=lambda n: n in served)
+            members.sort(key=lambda n: (n in met, n in served))
         else:  # stable: last round's local nodes cross first
-            members.sort(key=lambda n: n in crossed)
+            members.sort(key=lambda n: (n in met, n in crossed))
     order = sorted(pods)
     random.Random(f"pods:{seed}:{tag}").shuffle(order)
     budget = budget or CrossBudget(view, roce_cross_share)

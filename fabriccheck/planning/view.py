@@ -45,6 +45,11 @@ class FabricView:
             for name, rails in self.rails_of.items()
         }
 
+    @cached_property
+    def rail_optimized(self) -> bool:
+        """True when a node's NICs hang off different leaves (one leaf per rail)."""
+        return any(len(p) > 1 for p in self._pods.values())
+
     def common_rails(self, a: str, b: str) -> list[int]:
         ra, rb = self.rails_of[a], self.rails_of[b]
         return sorted(set(ra) & set(rb))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fabriccheck.inference.attribute import infer
 from fabriccheck.models import Flow, Observation, RawResult, Test
 from tests.planning.fabrics import make_view
@@ -21,7 +23,7 @@ def flow_obs(a, b, rail, status="pass", *, rnd=1, purpose="sweep", value=None, *
     raw = RawResult(t.test_id, timed_out=status == "hang",
                     unreachable=(b,) if status == "unreachable" else ())
     v = value if status in ("pass", "fail") else None
-    return Observation(t, status, value=v, unit="Gb/s", floor=335.0, raw=raw)
+    return Observation(t, status, value=v, unit="Gb/s", floor=335.0, expected=385.0, raw=raw)
 
 
 def healthy_round(nodes, rails=range(4), rnd=1, shift=1):
@@ -164,6 +166,23 @@ def test_roce_possible_collisions_are_set_aside():
                          (nodes[21], nodes[26])]]
     inf = infer(cleared, ROCE)
     assert not (inf.nic_suspects or inf.node_suspects or inf.links or inf.glitches)
+
+
+def test_roce_contention_is_told_from_a_fault_by_fair_share():
+    """Two flows on one link share it: set aside when their values fit in one link together.
+    A flow failing alone at its leaf ends, or too fast to have shared, is evidence."""
+    nodes = sorted(ROCE.topology.nodes)
+    alone = flow_obs(nodes[0], nodes[20], 0, "fail", value=196.0, view=ROCE)
+    assert infer([alone], ROCE).ambiguous == []
+    a = flow_obs(nodes[0], nodes[20], 0, "fail", value=270.0, view=ROCE)
+    b = flow_obs(nodes[1], nodes[21], 0, "fail", value=196.0, view=ROCE)
+    # 270 + 196 do not fit in one 385 Gb/s link: the 270 is no contention (a slow device);
+    # the 196 could have shared a link with a third flow of the round only
+    assert infer([a, b], ROCE).ambiguous == []
+    c = flow_obs(nodes[2], nodes[22], 0, "fail", view=ROCE)  # no number: the tool failed
+    d = flow_obs(nodes[3], nodes[23], 0, "fail", value=190.0, view=ROCE)
+    c = replace(c, value=None)
+    assert c.test.test_id not in infer([c, d], ROCE).ambiguous
 
 
 def test_roce_link_candidates_are_a_set_with_its_size():
