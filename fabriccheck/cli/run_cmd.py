@@ -283,7 +283,7 @@ def bisect(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
 
 
 @app.command("demo")
-def demo(seed: Seed = 13, json_: Json = False,
+def demo(seed: Seed = 0, json_: Json = False,
          out_dir: Annotated[str | None, typer.Option("--out", help="Report directory.")] = None
          ) -> None:
     """A sweep of the bundled 64-node RoCE cluster with five injected faults, in seconds."""
