@@ -272,7 +272,9 @@ class _Loop:
                     st.tries[key] += 1
         elif pol.localize:
             self._roce_localize(inf, b)
-        for task in list(st.bisect):
+        # deeper steps first: a part that failed narrows the search more than parts still
+        # waiting for room (those may be moot once the culprit is found)
+        for task in sorted(st.bisect, key=lambda t: -t.depth):
             planned, left = plan_bisect(task, b, pool)
             for test_id, half in planned:
                 st.bisect_halves[test_id] = (task, half)

@@ -326,10 +326,14 @@ def plan_roce_sampling(b: RoundBuilder, good_nics: set[str], *, seed: int,
 
 def plan_bisect(task: BisectTask, b: RoundBuilder, pool: GoodPool
                 ) -> tuple[list[tuple[str, tuple]], list[tuple[str, ...]]]:
-    """One bisection step: both halves of ``task``, padded back to ``task.size`` nodes.
+    """One bisection step: ``task``'s suspects split into as many parts as the free known-good
+    nodes can pad back to ``task.size`` nodes (at least halves), all parts in this round.
 
-    When enough known-good nodes are free to pad every suspect on its own, each suspect gets its
-    own padded group instead (all in this round: the culprit in one step, not ``log2(k)``).
+    With enough padding every suspect gets its own group (the culprit in one step); with less,
+    quarters or halves (``log_p(k)`` steps). A small job has few spare nodes: 8 suspects of a
+    16-node job can only be halved (8 -> 4 -> 2 -> 1), so there the bisection takes
+    ``2 + log2(8)`` rounds, above the ``2 + ceil(log2(N / 8))`` bar (groups in one round are
+    disjoint, so no round can test a suspect twice).
     Returns ``(test_id, part)`` for every test planned, and the parts that found no room this
     round (no free padding, or their ring would share a link): plan them again next round.
     """
@@ -337,9 +341,13 @@ def plan_bisect(task: BisectTask, b: RoundBuilder, pool: GoodPool
     left: list[tuple[str, ...]] = []
     parts: Sequence[tuple[str, ...]] = (split_halves(task.suspects) if task.split
                                         else [tuple(task.suspects)])
-    if (task.split and len(task.suspects) > 2
-            and pool.available(b) >= len(task.suspects) * (task.size - 1)):
-        parts = [(n,) for n in task.suspects]
+    if task.split and len(task.suspects) > 2:
+        k, free = len(task.suspects), pool.available(b)
+        for p in range(k, 2, -1):  # the most parts whose padding fits
+            chunks = [tuple(task.suspects[i::p]) for i in range(p)]
+            if sum(max(0, task.size - len(c)) for c in chunks) <= free:
+                parts = chunks
+                break
     for half in parts:
         if not half:
             continue
