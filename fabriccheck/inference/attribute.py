@@ -158,7 +158,9 @@ def infer(
             link_obs.append((o, [_key(x[1]) for x in c if x[0] == "link"]))
         elif comp[0] == "node" and o.test.group_size > 2 and not _pairs_back(comp[1], by_comp):
             inf.unexplained_groups.append(o)
-    pinned = _pinned(live, cands)
+    # a possibly-contended failure pins nobody (dropping its links must not convict a device)
+    pinned = {t: n for t, n in _pinned(live, cands).items()
+              if t not in ambiguous and t not in shared}
     for comp in sorted(set(chosen.values())):
         if comp[0] == "node":
             _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails,

@@ -283,7 +283,18 @@ def plan_roce_batch(leaf_a: str, leaf_b: str, rail: int, b: RoundBuilder, good_n
     att = b.view.topology.attachment
     rng = random.Random(f"roce-batch:{seed}:{b.round_no}:{leaf_a}:{leaf_b}")
     made = 0
+    # leaf ends where other cross-leaf tests of this round run (confirmations): a batch there
+    # could collide with them, so it stays away
+    taken: set[tuple[str, str]] = set()
+    for t in b.tests:
+        if "batch" in t.params:
+            continue
+        for f in t.flows:
+            if att.get(f.src) != att.get(f.dst):
+                taken.update({(att.get(f.src), "out"), (att.get(f.dst), "in")})
     for s_leaf, d_leaf in ((leaf_a, leaf_b), (leaf_b, leaf_a)):
+        if (s_leaf, "out") in taken or (d_leaf, "in") in taken:
+            continue
         srcs = sorted(n for n in good_nics if att.get(n) == s_leaf and b.nic_free(n, "tx"))
         dsts = sorted(n for n in good_nics if att.get(n) == d_leaf and b.nic_free(n, "rx"))
         rng.shuffle(srcs)

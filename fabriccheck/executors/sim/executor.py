@@ -141,7 +141,10 @@ class SimExecutor:
     # ---- executor contract -------------------------------------------------------------------
     def run_round(self, tests: Sequence[Test]) -> list[RawResult]:
         """Run ``tests`` at the same time; one RawResult per test, in order."""
-        self.round_no += 1
+        # the planner's round number when it set one: a resumed run whose first rounds were
+        # replayed from history draws the same noise as an uninterrupted one
+        planned = max((t.round for t in tests), default=0)
+        self.round_no = planned if planned > self.round_no else self.round_no + 1
         preps = [self._prepare(t) for t in tests]
         running = sorted((p for p in preps if p.state == "run" and p.hops),
                          key=lambda p: p.test.test_id)
