@@ -2,11 +2,13 @@
 
 Prints one table per fabric: rounds, tests, simulated test seconds (sum over rounds of the
 longest test), precision and recall of the drain list against the injected node/NIC/hang faults,
-link faults found exactly + inside a reported candidate set ("links x+s"), and CPU seconds spent
+link faults found exactly + inside a reported candidate set ("links x+s"), link precision /
+recall of the exact ``bad_links`` ("link P/R"), switch-link coverage, and CPU seconds spent
 outside the simulator (planning, parsing, inference); "n/NIC" is the round by which every
 node/NIC/hang/unreachable verdict was reached (the rest of the rounds localize links). A last
 table plans two rounds for 16,384 nodes and localizes from synthetic observations (no
-simulator): the planner and localizer at that scale.
+simulator): the planner and localizer at that scale. The RoCE table measures how often the demo
+cluster's degraded spine link lands in a reported candidate set over 30 seeds.
 
 Run: ``python bench/bench_sweep.py [--quick]`` (``--quick``: up to 1,024 nodes).
 """
@@ -22,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.baselines import recursive_halving, round_robin  # noqa: E402
 from fabriccheck.executors.sim import SimExecutor  # noqa: E402
-from fabriccheck.faults import FaultSet  # noqa: E402
+from fabriccheck.faults import FaultSet, load_faults  # noqa: E402
 from fabriccheck.inference.attribute import infer  # noqa: E402
 from fabriccheck.models import FAIL, PASS, Observation, link_key  # noqa: E402
 from fabriccheck.orchestrator import run  # noqa: E402
@@ -31,7 +33,7 @@ from fabriccheck.planning.pairing import pair_key, plan_rail_pairs  # noqa: E402
 from fabriccheck.planning.view import FabricView  # noqa: E402
 from fabriccheck.policy import SweepPolicy  # noqa: E402
 from fabriccheck.specs import resolve_spec  # noqa: E402
-from fabriccheck.topology import generate  # noqa: E402
+from fabriccheck.topology import generate, load_topology  # noqa: E402
 
 SIZES = (16, 128, 1024, 4096)
 
@@ -91,18 +93,29 @@ def score(drain: set[str], fs: FaultSet) -> tuple[float, float]:
     return precision, recall
 
 
-def row(name, n, rounds, tests, secs, prec, rec, links, cpu, est=False, vr="-") -> str:
+def row(name, n, rounds, tests, secs, prec, rec, links, cpu, est=False, vr="-",
+        lpr="-", cov="-") -> str:
     mark = " (est)" if est else ""
     return (f"| {name:<28} | {n:>6} | {rounds:>6}{mark:<6} | {vr:>5} | {tests:>9} | "
-            f"{secs:>9.0f} | {prec:>9.3f} | {rec:>6.3f} | {links:>9} | {cpu:>7.2f} |")
+            f"{secs:>9.0f} | {prec:>9.3f} | {rec:>6.3f} | {links:>9} | {lpr:>11} | {cov:>6} | "
+            f"{cpu:>7.2f} |")
+
+
+def link_pr(res, fs) -> str:
+    """Link precision / recall of ``bad_links`` (exact verdicts) against the injected links."""
+    truth = {link_key(*lk) for lk in fs.bad_links()}
+    found = {link_key(*lk) for lk in res.bad_links}
+    prec = len(found & truth) / len(found) if found else 1.0
+    rec = len(found & truth) / len(truth) if truth else 1.0
+    return f"{prec:.2f}/{rec:.2f}"
 
 
 def bench_fabric(fabric: str, sizes) -> None:
     print(f"\n### {fabric}: ~1% faulty nodes (slow, NIC, hang, unreachable) + 2 degraded "
           "switch links, jitter 3%, glitches 1%\n")
     print("| method                       |  nodes | rounds       | n/NIC |     tests | test s    "
-          "| precision | recall | links x+s | CPU s   |")
-    print("|" + "|".join("-" * w for w in (30, 8, 14, 7, 11, 11, 11, 8, 11, 9)) + "|")
+          "| precision | recall | links x+s | link P/R    | cover  | CPU s   |")
+    print("|" + "|".join("-" * w for w in (30, 8, 14, 7, 11, 11, 11, 8, 11, 13, 8, 9)) + "|")
     for n in sizes:
         topo = cluster(n, fabric)
         spec = resolve_spec(None, topo)
@@ -119,8 +132,9 @@ def bench_fabric(fabric: str, sizes) -> None:
         links = f"{exact}+{in_set}/{len(truth_links)}"
         devices = set(fs.drain_nodes()) | set(fs.bad_nics()) | set(fs.unreachable_nodes())
         vr = max((r for k, r in res.extra["verdict_rounds"].items() if k in devices), default=0)
+        cov = f"{100 * res.extra['link_coverage']['share']:.0f}%"
         print(row("fabriccheck sweep", n, res.rounds, res.tests, res.test_seconds, prec, rec,
-                  links, cpu, vr=str(vr)), flush=True)
+                  links, cpu, vr=str(vr), lpr=link_pr(res, fs), cov=cov), flush=True)
         for name, fn in (("round-robin (n-1 rounds)", round_robin),
                          ("recursive halving", recursive_halving)):
             ex = SimExecutor(topo, spec, fs, seed=1)
@@ -177,10 +191,43 @@ def plan_and_localize(n: int = 16384) -> None:
           f"{len(found_links & bad_links)}/{len(bad_links)} | {gen_s:.1f} |")
 
 
+def roce_link_hit_rate(seeds: int = 30) -> None:
+    """How often a degraded RoCE spine link ends up in a reported candidate set, over seeds.
+
+    The demo cluster (roce-rail-64: 2 leaves per rail, 8 spines) with its faults file: an ECMP
+    flow takes one of 8 paths by a hash, so the link is sampled, never known; the candidate
+    set is the 16 links between the two leaves (their equal-cost paths)."""
+    topo = load_topology("roce-rail-64")
+    spec = resolve_spec(None, topo)
+    fs = load_faults(str(Path(__file__).resolve().parent.parent / "topologies" / "faults"
+                         / "demo-roce-64.yaml"))
+    truth = {link_key(*lk) for lk in fs.bad_links()}
+    hits = false_sets = drained = 0
+    rounds = []
+    c0 = time.process_time()
+    for seed in range(seeds):
+        res = run("sweep", sorted(topo.nodes), topo, spec, SimExecutor(topo, spec, fs, seed=seed),
+                  SweepPolicy(seed=seed))
+        sets = [{link_key(*c) for c in s["candidates"]} for s in res.link_suspects]
+        sets += [{link_key(*lk)} for lk in res.bad_links]
+        hits += any(truth <= x for x in sets)
+        false_sets += sum(1 for x in sets if not truth & x)
+        drained += bool(set(res.drain) - set(fs.drain_nodes()))
+        rounds.append(res.rounds)
+    print(f"\n### RoCE link hit rate: demo cluster, {seeds} seeds (0..{seeds - 1})\n")
+    print("| seeds | link in a candidate set | false candidate sets | runs draining a healthy "
+          "node | rounds (mean / max) | CPU s |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {seeds} | {hits}/{seeds} ({100 * hits / seeds:.0f}%) | {false_sets} | {drained} | "
+          f"{sum(rounds) / len(rounds):.1f} / {max(rounds)} | "
+          f"{time.process_time() - c0:.1f} |")
+
+
 def main(argv: list[str]) -> None:
     sizes = SIZES[:3] if "--quick" in argv else SIZES
     bench_fabric("infiniband", sizes)
     bench_fabric("roce", sizes)
+    roce_link_hit_rate(30)
     plan_and_localize(4096 if "--quick" in argv else 16384)
 
 

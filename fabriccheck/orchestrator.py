@@ -17,7 +17,7 @@ from fabriccheck.executors.base import Executor
 from fabriccheck.inference.attribute import Inference, infer
 from fabriccheck.inference.evaluate import evaluate, evaluate_peers
 from fabriccheck.inference.verdicts import build_result
-from fabriccheck.models import FAIL, HANG, PASS, Observation, RunResult, Test
+from fabriccheck.models import FAIL, HANG, PASS, Observation, RunResult, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.followup import (
     BisectTask,
@@ -257,6 +257,10 @@ class _Loop:
                     made_for.add(v.name)
         for name in made_for:
             st.tries[name] += 1
+        for nic in self._shadowed_nics(inf):  # met only culprits so far: test it again
+            if st.tries[nic] < 2 and plan_nic_confirm(nic, b, pool, inf.good_nics, local,
+                                                      met=frozenset(met[nic_node(nic)])):
+                st.tries[nic] += 1
         for node in sorted(inf.hang_suspects):
             if st.tries[node] < 2 and plan_node_confirm(node, b, pool, inf.good_nics, hang=True):
                 st.tries[node] += 1
@@ -331,6 +335,19 @@ class _Loop:
                                per_way=pol.roce_probe_flows):
                 st.tries[key] += 1
                 st.tries[key + ":seen"] = seen[(la, lb, rail)]
+
+    def _shadowed_nics(self, inf: Inference) -> list[str]:
+        """NICs of healthy-looking nodes that never passed and whose every test ran with a
+        node now blamed (bad, hung, unreachable): their own state is still unknown."""
+        culprits = set(inf.bad_nodes) | set(inf.hung) | set(inf.unreachable)
+        blamed = inf.blamed_nodes
+        seen: dict[str, list[bool]] = defaultdict(list)  # nic -> [shadowed?] per test
+        for o in self.st.observations:
+            for nic in o.test.nics:
+                seen[nic].append(bool(culprits & (set(o.test.nodes) - {nic_node(nic)})))
+        return sorted(nic for nic, marks in seen.items()
+                      if nic not in inf.good_nics and nic_node(nic) not in blamed
+                      and nic not in inf.nic_suspects and marks and all(marks))
 
     def _solo_probe(self) -> str | None:
         """The collective a lone node can run by itself (1x: intra-node only), if specified."""

@@ -70,8 +70,8 @@ class GoodPool:
         crosses no switch link, so a failure can only be the suspect, and a new partner is
         independent evidence); then another node of ``local`` on that leaf it has not met whose
         NIC passed a test (a failure still pins the suspect); then a known-good same-leaf node
-        it met before; then an un-cleared local node it has not met (a pass clears both); then
-        a known-good node elsewhere.
+        it met before; then an un-cleared local node (a pass clears both); only then a
+        known-good node elsewhere (its test crosses links, which may be what fails).
         """
         att = self.view.topology.attachment
         leaf = att.get(nic)
@@ -92,12 +92,12 @@ class GoodPool:
                     return node
                 offer(2, node)
             else:
-                offer(4, node)
+                offer(5, node)
         for node in sorted(local):
             other = self.view.rails_of[node].get(rail)
             if (node not in exclude and other is not None and att.get(other) == leaf
                     and b.nic_free(other, way)):
-                offer((1 if other in good_nics else 3) if node not in met else 5, node)
+                offer((1 if other in good_nics else 3) if node not in met else 4, node)
         return best[1] if best else None
 
     def give_back(self, nodes: Sequence[str]) -> None:
