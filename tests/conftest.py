@@ -9,6 +9,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+#: CI (CI=true) replays the same examples every run, so a landing never depends on a random
+#: draw; locally hypothesis explores new examples each run. HYPOTHESIS_PROFILE overrides.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None, print_blob=True)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev")
+)
 
 REPO = Path(__file__).resolve().parent.parent
 #: ../shared/fixtures beside the clone (CI puts shared/ next to the repo);
