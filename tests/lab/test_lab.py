@@ -88,7 +88,11 @@ def test_cli_sweep_over_ssh_finds_the_throttled_nic(lab: Lab) -> None:
     assert result["drain"] == ["host2"], result
     assert "host2" in result["bad_nodes"] or "host2/eth0" in result["bad_nics"]
     assert not result["bad_links"] and not result["unreachable"]
-    assert result["rounds"] <= 3
+    # the NIC/node verdict by round 3 (DESIGN bar); lab-4 is RoCE, where up to 3 link-sampling
+    # rounds follow the sweep (ECMP paths are a hash), so the run itself may take up to 6
+    decided = [r for k, r in result["verdict_rounds"].items() if k in ("host2", "host2/eth0")]
+    assert decided and min(decided) <= 3, result["verdict_rounds"]
+    assert result["rounds"] <= 6
 
 
 def test_sweep_over_ssh_localizes_the_throttled_uplink(lab: Lab) -> None:
