@@ -178,8 +178,8 @@ def fabriccheck_words(command: str) -> tuple[list[str], list[str]]:
     return head, flags
 
 
-def inline_commands(doc: Path) -> list[tuple[int, str]]:
-    """``fabriccheck ...`` written in inline code spans in prose (outside fenced blocks)."""
+def prose_lines(doc: Path) -> list[tuple[int, str]]:
+    """``(line number, line)`` of ``doc``'s prose: every line outside fenced code blocks."""
     found: list[tuple[int, str]] = []
     inside = None
     for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
@@ -191,23 +191,19 @@ def inline_commands(doc: Path) -> list[tuple[int, str]]:
             if line.strip().startswith(inside):
                 inside = None
             continue
-        found += [(n, c) for c in INLINE.findall(line)]
+        found.append((n, line))
     return found
+
+
+def inline_commands(doc: Path) -> list[tuple[int, str]]:
+    """``fabriccheck ...`` written in inline code spans in prose (outside fenced blocks)."""
+    return [(n, c) for n, line in prose_lines(doc) for c in INLINE.findall(line)]
 
 
 def links(doc: Path) -> list[tuple[int, str]]:
     """Relative link and image targets of ``doc`` (anchors stripped), outside code."""
     found: list[tuple[int, str]] = []
-    inside = None
-    for n, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
-        m = FENCE.match(line)
-        if m and inside is None:
-            inside = m.group("fence")
-            continue
-        if inside is not None:
-            if line.strip().startswith(inside):
-                inside = None
-            continue
+    for n, line in prose_lines(doc):
         line = re.sub(r"`[^`]*`", "", line)
         for lm in LINK.finditer(line):
             target = lm.group("target") or lm.group("img")
