@@ -302,3 +302,5 @@ def demo(seed: Seed = 0, json_: Json = False,
 
     print_summary(result, out)
     print_truth(result, faults, out)
+    if result.extra.get("report"):  # last line: where to look next
+        out.print(f"open the report: {Path(result.extra['report']).resolve()}", highlight=False)

@@ -118,6 +118,8 @@ def test_demo_subprocess_writes_report_and_finds_faults(tmp_path):
     assert "missed" not in out.split("injected faults")[1].split("link_degraded")[0]
     assert (tmp_path / "rep").is_dir() and any((tmp_path / "rep").iterdir())
     assert "round 1" in proc.stderr  # progress on stderr
+    last = out.strip().splitlines()[-1]  # the demo ends by naming its report
+    assert last == f"open the report: {(tmp_path / 'rep' / 'index.html').resolve()}"
 
 
 def test_demo_json_only_json_on_stdout(tmp_path):
