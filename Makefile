@@ -7,7 +7,7 @@ STAMPS := .stamps
 # Debian packages the tests need (lab: namespaces, sshd, tc, iperf3; reports: chromium).
 APT_PACKAGES ?= iproute2 iperf3 openssh-server openssh-client procps psmisc slurmctld slurmd slurm-client munge chromium fonts-dejavu-core
 
-.PHONY: all venv apt test demo lint bench clean
+.PHONY: all venv apt test test-long demo lint bench clean
 
 all: test
 
@@ -34,7 +34,11 @@ $(STAMPS)/apt: Makefile
 apt: $(STAMPS)/apt
 
 test: venv apt
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
+
+# Long property runs (hundreds of hypothesis draws per property; minutes)
+test-long: venv apt
+	$(PY) -m pytest -q -m slow
 
 demo: venv
 	$(VENV)/bin/fabriccheck demo

@@ -59,6 +59,7 @@ class State(StrEnum):
     BAD = "bad"
     UNREACHABLE = "unreachable"
     UNTESTED = "untested"
+    FLAKY = "flaky"  # fails some tests and passes others, beyond what noise explains
 
 
 class RoundKind(StrEnum):
@@ -307,5 +308,21 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def exit_code(self) -> int:
+        """DESIGN.md exit codes: 3 when nothing could be tested; 1 when anything is bad, flaky,
+        suspect, unreachable or a fabric warning; 3 when part of the scope stayed untested
+        (nodes or NICs); 0 only when everything in scope was judged healthy."""
+        tested = any(v.kind == "node" and v.state not in (UNTESTED, UNREACHABLE)
+                     for v in self.verdicts)
+        if not tested:
+            return 3
+        if (self.drain or self.bad_links or self.unreachable or self.suspects
+                or self.link_suspects or self.fabric_warnings or self.extra.get("flaky")
+                or self.extra.get("bad_switches")):
+            return 1
+        return 3 if self.extra.get("untested") else 0
+
+    @property
     def healthy(self) -> bool:
-        return not (self.drain or self.bad_links or self.unreachable)
+        """True only when every node and NIC in scope was judged healthy (exit code 0)."""
+        return self.exit_code == 0

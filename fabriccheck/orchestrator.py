@@ -95,7 +95,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
             budget_hit = True
             stop_reason = f"budget of {ctx.policy.budget_s:g} s test time used up"
             break
-        history = history.with_round(_execute(ctx, executor, plan, history.round_count + 1))
+        history = history.with_round(_execute(ctx, executor, plan, history))
         inf = infer(history.observations, ctx.view)
         _note_verdict_rounds(inf, history.round_count, verdict_rounds)
         planner.absorb(history, inf)
@@ -119,12 +119,14 @@ def _budget_allows(policy: SweepPolicy, history: RunHistory, plan: RoundPlan) ->
     return not (left <= 0 or need <= 0 or left < policy.duration_s + PAIR_SETUP_S)
 
 
-def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, number: int) -> RoundRecord:
+def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunHistory
+             ) -> RoundRecord:
     raws = executor.run_round(list(plan.tests))
-    obs, warnings = judge_round(plan.tests, raws, ctx.spec, ctx.policy)
+    obs, warnings = judge_round(plan.tests, raws, ctx.spec, ctx.policy, history.observations,
+                                ctx.view.topology.attachment)
     links = tuple(frozenset().union(*(ctx.view.flow_links(f)[1] for f in o.test.flows))
                   for o in obs)
-    return RoundRecord(number, plan.kind, tuple(obs),
+    return RoundRecord(history.round_count + 1, plan.kind, tuple(obs),
                        max((r.duration_s for r in raws), default=0.0), tuple(warnings), links)
 
 

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 LINT = Path(sys.executable).with_name("lint-imports")
 
 
-@pytest.mark.skipif(not LINT.exists(), reason="import-linter is not installed (pip install .[test])")
+@pytest.mark.skipif(not LINT.exists(), reason="import-linter is not installed (.[test] extra)")
 def test_import_contract_is_kept():
     proc = subprocess.run([str(LINT), "--no-cache", str(REPO / ".importlinter")],
                           cwd=REPO, capture_output=True, text=True, timeout=120)

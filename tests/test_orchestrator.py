@@ -172,8 +172,7 @@ def test_1024_nodes_fault_mix(fabric_kind):
         assert {link_key(*lk) for lk in res.bad_links} == {link_key(*lk) for lk in fs.bad_links()}
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+SWEEP_SCENARIOS = dict(
     nodes=st.sampled_from([8, 12, 16, 24, 32, 48, 64, 96, 128, 256]),
     fabric_kind=st.sampled_from(["infiniband", "roce"]),
     kind=st.sampled_from(["rail-optimized", "fat-tree"]),
@@ -183,14 +182,31 @@ def test_1024_nodes_fault_mix(fabric_kind):
     mix=st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 1), st.integers(0, 1),
                   st.integers(0, 2)),
 )
-def test_property_faults_found_and_no_healthy_node_drained(nodes, fabric_kind, kind, rails,
-                                                            seed, glitch, mix):
+
+
+def check_random_sweep(nodes, fabric_kind, kind, rails, seed, glitch, mix):
     topo = fabric(nodes, fabric_kind, kind, rails)
     slow, nic, hang, unreach, links = mix
     faults = random_faults(topo, random.Random(seed), slow=slow, nic=nic, hang=hang,
                            unreach=unreach, links=links, glitch=glitch)
     res, fs = sweep(topo, faults, seed)
     check(res, fs, topo)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**SWEEP_SCENARIOS)
+def test_property_faults_found_and_no_healthy_node_drained(nodes, fabric_kind, kind, rails,
+                                                            seed, glitch, mix):
+    check_random_sweep(nodes, fabric_kind, kind, rails, seed, glitch, mix)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**SWEEP_SCENARIOS)
+def test_property_faults_found_and_no_healthy_node_drained_long(nodes, fabric_kind, kind, rails,
+                                                                 seed, glitch, mix):
+    """``make test-long``: 200 draws (the fast slice above replays 12)."""
+    check_random_sweep(nodes, fabric_kind, kind, rails, seed, glitch, mix)
 
 
 @pytest.mark.parametrize("seed", [0, 11])

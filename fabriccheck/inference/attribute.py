@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fabriccheck.inference.flaky import Flakiness, binomial_tail, find_flaky
 from fabriccheck.inference.localize import LinkGroup, localize_links
 from fabriccheck.models import (
     BAD,
@@ -52,6 +53,12 @@ class Inference:
     good_nodes: set[str] = field(default_factory=set)
     good_nics: set[str] = field(default_factory=set)
     completed: set[str] = field(default_factory=set)
+    #: intermittent parts (fail beyond noise, pass otherwise) and NICs worth another look
+    flakiness: Flakiness = field(default_factory=Flakiness)
+
+    @property
+    def flaky(self) -> dict[str, Verdict]:
+        return self.flakiness.flaky
 
     @property
     def blamed_nodes(self) -> set[str]:
@@ -59,6 +66,7 @@ class Inference:
         out = set(self.bad_nodes) | set(self.hung) | set(self.unreachable)
         out |= set(self.node_suspects) | set(self.hang_suspects)
         out |= {nic_node(n) for n in (*self.bad_nics, *self.nic_suspects)}
+        out |= {nic_node(n) for n, v in self.flaky.items() if v.kind in ("node", "nic")}
         return out
 
     def known_good(self) -> set[str]:
@@ -136,6 +144,10 @@ def infer(
                 for i, (o, c) in enumerate(zip(fx.live, fx.cands, strict=True))
                 if chosen.get(i, ("",))[0] == "link"]
     inf.links = localize_links(link_obs, ib=view.fabric == "infiniband")
+    inf.links = _beyond_noise(inf.links, observations, view, fx.ambiguous | fx.shared,
+                              len(inf.glitches))
+    inf.flakiness = find_flaky(observations, view, inf.good_nodes, inf.good_nics, good_links,
+                               fx.ambiguous | fx.shared)
     return inf
 
 
@@ -159,6 +171,27 @@ def _exonerate(observations: Sequence[Observation], view: FabricView, inf: Infer
             retested_ok.add(o.test.params.retest_of)
     inf.completed = inf.good_nodes | fails
     return good_links, retested_ok
+
+
+def _beyond_noise(groups: list[LinkGroup], observations: Sequence[Observation],
+                  view: FabricView, contended: set[str], glitches: int,
+                  alpha: float = 0.01) -> list[LinkGroup]:
+    """Mark candidate sets whose failures noise explains: ``k`` failures among the ``n``
+    finished flows that may have crossed a candidate are likely at the run's glitch rate
+    (binomial tail above ``alpha`` / number of sets). A confirmed (bad) link always stands."""
+    finished = [o for o in observations
+                if o.status in (PASS, FAIL) and o.test.test_id not in contended]
+    if not groups or not finished:
+        return groups
+    rate = max(0.005, glitches / len(finished))
+    out = []
+    for g in groups:
+        cands = set(g.candidates)
+        n = sum(1 for o in finished
+                if any(view.flow_links(f)[1] & cands for f in o.test.flows))
+        p = binomial_tail(len(g.evidence), max(n, len(g.evidence)), rate)
+        out.append(g if g.bad or p < alpha / len(groups) else replace(g, significant=False))
+    return out
 
 
 def _collect_unreachable(observations: Sequence[Observation], inf: Inference) -> None:

@@ -30,6 +30,9 @@ class LinkGroup:
     flows: tuple[tuple[str, str], ...]
     values: tuple[str, ...]
     bad: bool
+    #: False when noise (the run's glitch rate) explains this many failures among the flows
+    #: that could have crossed the candidates: kept as an unconfirmed failure, not a suspect
+    significant: bool = True
 
     @property
     def summary(self) -> str:
@@ -45,6 +48,7 @@ class LinkGroup:
             "flows": [list(f) for f in self.flows],
             "values": list(self.values),
             "confirmed": self.bad,
+            "beyond_noise": self.significant,
         }
 
 

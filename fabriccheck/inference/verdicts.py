@@ -49,8 +49,21 @@ def build_result(
     verdicts = [_node_verdict(n, bad_nodes, bad_nics, inf) for n in nodes]
     verdicts += [bad_nics[k] for k in sorted(bad_nics)]
     verdicts += [v for k, v in sorted(inf.nic_suspects.items()) if nic_node(k) not in drain]
-    verdicts += [_link_verdict(g) for g in inf.links if g.bad or len(g.evidence) >= 2]
+    out_of_play = drain | set(inf.unreachable)
+    untested_nics = _untested_nics(nodes, view, inf, bad_nics, out_of_play)
+    verdicts += [Verdict("nic", x, UNTESTED, "no test of it completed with a result that "
+                         "clears or blames it") for x in untested_nics]
+    verdicts += [inf.flaky[k] for k in sorted(inf.flaky)]
+    switches = _switch_verdicts([g for g in inf.links if g.bad])
+    in_switch = {lk for v in switches for lk in v.evidence_links}
+    verdicts += [sw.verdict for sw in switches]
+    verdicts += [_link_verdict(g) for g in inf.links
+                 if _reported(g) and g.candidates[0] not in in_switch]
     untested = [v.name for v in verdicts if v.kind == "node" and v.state == UNTESTED]
+    untested += untested_nics
+    extra = _extra(history, inf, view, policy, end, untested)
+    extra["bad_switches"] = [sw.verdict.name for sw in switches]
+    extra["flaky"] = sorted(inf.flaky)
     return RunResult(
         mode=mode,
         nodes=list(nodes),
@@ -60,7 +73,7 @@ def build_result(
         bad_nodes=sorted(bad_nodes),
         bad_nics=sorted(bad_nics),
         bad_links=[g.candidates[0] for g in inf.links if g.bad],
-        link_suspects=[g.to_json() for g in inf.links if not g.bad and len(g.evidence) >= 2],
+        link_suspects=[g.to_json() for g in inf.links if _reported(g) and not g.bad],
         unreachable=sorted(inf.unreachable),
         hung=sorted(inf.hung),
         suspects=suspects,
@@ -68,8 +81,41 @@ def build_result(
         fabric_warnings=list(dict.fromkeys(history.warnings)),
         verdicts=verdicts,
         observations=list(history.observations),
-        extra=_extra(history, inf, view, policy, end, untested),
+        extra=extra,
     )
+
+
+def _untested_nics(nodes: list[str], view: FabricView, inf: Inference,
+                   bad_nics: dict[str, Verdict], out_of_play: set[str]) -> list[str]:
+    """NICs of nodes still in play that no test cleared (passed) or blamed."""
+    judged = inf.good_nics | set(bad_nics) | set(inf.nic_suspects)
+    return [nic.endpoint for n in nodes if n not in out_of_play
+            for nic in view.topology.nodes[n].nics if nic.endpoint not in judged]
+
+
+@dataclass(frozen=True)
+class _Switch:
+    verdict: Verdict
+    evidence_links: tuple
+
+
+def _switch_verdicts(bad_links: list[LinkGroup], min_links: int = 3) -> list[_Switch]:
+    """A switch whose confirmed bad links are ``min_links`` or more: one switch verdict with
+    its links as evidence, instead of many link verdicts (a dead spine is one part)."""
+    by_switch: dict[str, list[LinkGroup]] = {}
+    for g in bad_links:
+        for sw in g.candidates[0]:
+            by_switch.setdefault(sw, []).append(g)
+    out = []
+    for sw, groups in sorted(by_switch.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        links = tuple(g.candidates[0] for g in groups)
+        if len(groups) < min_links or any(lk in s.evidence_links for s in out for lk in links):
+            continue
+        ids = tuple(t for g in groups for t in g.evidence)
+        why = (f"{len(groups)} of its links are bad ({', '.join(link_name(k) for k in links[:4])}"
+               f"{' ...' if len(links) > 4 else ''}): the switch explains them together")
+        out.append(_Switch(Verdict("switch", sw, BAD, why, ids), links))
+    return out
 
 
 def _scale_bad(end: RunEnd, inf: Inference) -> dict[str, Verdict]:
@@ -106,6 +152,11 @@ def _node_verdict(n: str, bad_nodes: dict[str, Verdict], bad_nics: dict[str, Ver
     return Verdict("node", n, BAD if nic_bad else state, reason)
 
 
+def _reported(g: LinkGroup) -> bool:
+    """A bad link, or a candidate set with two or more failures that noise does not explain."""
+    return g.bad or (len(g.evidence) >= 2 and g.significant)
+
+
 def _link_verdict(g: LinkGroup) -> Verdict:
     """A bad link, or a candidate set with two or more failures (one unreproduced low flow is
     noise until seen again: ``extra.unconfirmed_link_failures``)."""
@@ -124,8 +175,7 @@ def _extra(history: RunHistory, inf: Inference, view: FabricView, policy: SweepP
     return {
         "untested": untested,
         "glitches": sorted(inf.glitches),
-        "unconfirmed_link_failures": [g.to_json() for g in inf.links
-                                      if not g.bad and len(g.evidence) < 2],
+        "unconfirmed_link_failures": [g.to_json() for g in inf.links if not _reported(g)],
         "stop_reason": end.stop_reason,
         "verdict_rounds": dict(sorted(end.verdict_rounds.items())),
         "budget_exhausted": end.budget_hit,

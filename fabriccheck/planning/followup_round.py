@@ -35,6 +35,7 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
                     ctx.policy.seed, b.round_no)
     _confirm_suspects(ctx, history, inf, b, pool, tries)
     _retest_shadowed(ctx, history, inf, b, pool, tries)
+    _recheck_lonely(ctx, history, inf, b, pool, tries)
     for node in sorted(inf.hang_suspects):
         if tries.get(node, 0) < 2 and plan_node_confirm(node, b, pool, inf.good_nics, hang=True):
             _count(tries, node)
@@ -44,6 +45,7 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
         _localize_roce(ctx, history, inf, b, tries)
     _bisect_steps(bisect, b, pool)
     _pair_untested(ctx, inf, b, pool, tries)
+    _test_untested_nics(ctx, history, inf, b, pool, tries)
     return b.tests
 
 
@@ -61,15 +63,17 @@ def _confirm_suspects(ctx: RunContext, history: RunHistory, inf: Inference, b: R
     met = history.partners()
     todo = [v for v in todo if tries.get(v.name, 0) < 2]
     made_for: set[str] = set()
+    used: dict[str, dict] = {v.name: {} for v in todo}  # partners each suspect has this round
     for way in ("client", "server"):
         for v in todo:
             seen = met.get(nic_node(v.name), frozenset())
             if v.kind == "nic":
                 made = plan_nic_confirm(v.name, b, pool, inf.good_nics, local, met=seen,
-                                        directions=(way,))
+                                        directions=(way,),
+                                        used=used[v.name].setdefault("nic", set()))
             else:
                 made = plan_node_confirm(v.name, b, pool, inf.good_nics, local=local,
-                                         met=seen, directions=(way,))
+                                         met=seen, directions=(way,), used=used[v.name])
             if made:
                 made_for.add(v.name)
     for name in made_for:
@@ -85,6 +89,24 @@ def _retest_shadowed(ctx: RunContext, history: RunHistory, inf: Inference, b: Ro
         if tries.get(nic, 0) < 2 and plan_nic_confirm(
                 nic, b, pool, inf.good_nics, local, met=met.get(nic_node(nic), frozenset())):
             _count(tries, nic)
+
+
+def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
+                    pool: GoodPool, tries: dict[str, int]) -> None:
+    """NICs that passed but also failed with nothing else to blame (noise, or an intermittent
+    part?) get two more tests against known-good partners, and IB links with two such failures
+    two fresh probes each, once per run: :mod:`fabriccheck.inference.flaky` tells them apart."""
+    if not ctx.policy.per_rail or tries.get("recheck", 0):
+        return  # one recheck round per run: rechecks must not breed rechecks
+    _count(tries, "recheck")
+    local = ctx.active(inf)
+    met = history.partners()
+    for nic in inf.flakiness.recheck_nics:
+        if nic_node(nic) in inf.completed:
+            plan_nic_confirm(nic, b, pool, inf.good_nics, local,
+                             met=met.get(nic_node(nic), frozenset()))
+    for link in inf.flakiness.recheck_links:
+        plan_link_probes((), (link,), b, inf.good_nics, seed=ctx.policy.seed, retest=False)
 
 
 def shadowed_nics(observations: Iterable, inf: Inference) -> list[str]:
@@ -152,7 +174,7 @@ def _roce_wanted(ctx: RunContext, history: RunHistory, inf: Inference
         for src, dst in g.flows:
             key3 = (*sorted((att[src], att[dst])), topo.nics[src].rail)
             seen[key3] += 1  # type: ignore[index]
-            if len(g.evidence) < 2:
+            if len(g.evidence) < 2 or not g.significant:  # not yet beyond noise: sample more
                 want.setdefault(key3, 0)  # type: ignore[arg-type]
     by_id = history.by_test_id
     for tid in (inf.ambiguous if ctx.policy.roce_probe_contention else ()):
@@ -189,6 +211,39 @@ def _pair_untested(ctx: RunContext, inf: Inference, b: RoundBuilder, pool: GoodP
             _count(tries, "untested:" + n)
         elif not partner and solo and b.add_group((n,), "sweep", probe=solo):
             _count(tries, "untested:" + n, 2)  # nobody to pair with: its intra-node test
+
+
+def _test_untested_nics(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
+                        pool: GoodPool, tries: dict[str, int]) -> None:
+    """NICs of tested, unblamed nodes that no finished test cleared or blamed (the round had
+    no room for their rail, or they only met culprits), twice at most each: paired with each
+    other per rail (a pass clears both, a failure makes both suspects), the odd one out with a
+    known-good partner. Without a per-NIC probe nothing can be done here."""
+    if not ctx.policy.per_rail:
+        return
+    blamed = inf.blamed_nodes
+    judged = inf.good_nics | set(inf.bad_nics) | set(inf.nic_suspects)
+    active = ctx.active(inf)
+    waiting: dict[int, list[str]] = defaultdict(list)  # rail -> nodes whose NIC waits
+    for n in active:
+        if n in blamed or n not in inf.completed:
+            continue
+        for rail, nic in sorted(ctx.view.rails_of[n].items()):
+            if nic not in judged and tries.get("untested:" + nic, 0) < 2:
+                waiting[rail].append(n)
+    met = history.partners()
+    for rail, nodes in sorted(waiting.items()):
+        for i in range(0, len(nodes) - 1, 2):
+            if b.add_flow(nodes[i], nodes[i + 1], rail, "sweep") is not None:
+                for n in nodes[i:i + 2]:
+                    _count(tries, "untested:" + ctx.view.rails_of[n][rail])
+        if len(nodes) % 2:
+            n = nodes[-1]
+            nic = ctx.view.rails_of[n][rail]
+            partner = pool.take_nic_partner(nic, rail, b, inf.good_nics, {n}, "rx", active,
+                                            met.get(n, frozenset()))
+            if partner is not None and b.add_flow(n, partner, rail, "confirm") is not None:
+                _count(tries, "untested:" + nic)
 
 
 def solo_probe(ctx: RunContext) -> str | None:

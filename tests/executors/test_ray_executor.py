@@ -32,9 +32,13 @@ ray = pytest.importorskip("ray")
 ray_cluster = pytest.fixture(scope="module")(cluster_fixture)
 
 
+#: test id -> the shell script its steps run (a test double's settings: Test.params is typed)
+SCRIPTS: dict[str, str] = {}
+
+
 def script_builder(test: Test, nic_ips, port: int) -> ProbeLaunch:
-    """One step per node running ``params["script"]`` (``$PORT`` set); output from the first."""
-    script = test.params["script"]
+    """One step per node running the test's script (``$PORT`` set); output from the first."""
+    script = SCRIPTS[test.test_id]
     steps = tuple(
         HostCommand(n, ("bash", "-c", script), env={"PORT": str(port), "RANK": str(i)})
         for i, n in enumerate(test.nodes)
@@ -43,7 +47,8 @@ def script_builder(test: Test, nic_ips, port: int) -> ProbeLaunch:
 
 
 def t(test_id: str, nodes: tuple[str, ...], script: str, timeout_s: float = 30.0) -> Test:
-    return Test(test_id, "allreduce-cpu", nodes, timeout_s=timeout_s, params={"script": script})
+    SCRIPTS[test_id] = script
+    return Test(test_id, "allreduce-cpu", nodes, timeout_s=timeout_s)
 
 
 @pytest.fixture(scope="module")
@@ -278,9 +283,9 @@ from fabriccheck.executors.ray.executor import RayExecutor
 from fabriccheck.models import Test
 from fabriccheck.probes.launch import HostCommand, ProbeLaunch
 def build(test, nic_ips, port):
-    return ProbeLaunch((HostCommand(test.nodes[0], ("bash", "-c", test.params["script"])),), 0)
+    return ProbeLaunch((HostCommand(test.nodes[0], ("bash", "-c", sys.argv[2])),), 0)
 ex = RayExecutor(sys.argv[1], launch_builder=build)
-test = Test("drv", "allreduce-cpu", ("h2", "h3"), timeout_s=300, params={"script": sys.argv[2]})
+test = Test("drv", "allreduce-cpu", ("h2", "h3"), timeout_s=300)
 threading.Thread(target=ex.run_round, args=([test],), daemon=True).start()
 time.sleep(1000)
 """
