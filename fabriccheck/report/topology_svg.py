@@ -7,6 +7,8 @@ box per leaf group; only bad and suspect links are drawn as lines, so 4,096 node
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from markupsafe import Markup
 
 from fabriccheck.models import BAD, HEALTHY, SUSPECT, LinkKey
@@ -72,7 +74,35 @@ def _node_title(view: RunView, node: str) -> str:
 
 
 # ---- detailed ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _DetailLayout:
+    """Where the detailed picture puts things: tier rows of switches, leaves, a row of nodes."""
+
+    nodes: list[str]
+    node_w: float
+    width: float
+    height: float
+    y_tier: dict[str, float]  # core / spine row -> top y
+    leaf_y: float
+    node_y: float
+    node_x: dict[str, float]  # node -> left x of its box
+
+
 def _detailed(view: RunView, topo: Topology) -> Markup:
+    """Every switch, node and NIC port with every link; bad and suspect links drawn on top."""
+    lay = _detail_layout(view, topo)
+    svg = Svg(lay.width, lay.height, "fabric topology")
+    pos = _switch_positions(view, topo, lay)
+    _draw_detail_links(svg, view, topo, lay, pos)
+    _draw_detail_switches(svg, view, topo, lay, pos)
+    for n in lay.nodes:
+        _draw_detail_node(svg, view, topo, lay, n)
+    _state_legend(svg, lay.height - 22)
+    return svg.markup()
+
+
+def _detail_layout(view: RunView, topo: Topology) -> _DetailLayout:
+    """Size the picture: one box per node (a port per rail), a row per switch tier above."""
     nodes = [n for g in view.groups for n in g.nodes]
     rails = max(topo.rails, 1)
     node_w = max(64.0, rails * 11 + 10)
@@ -83,36 +113,47 @@ def _detailed(view: RunView, topo: Topology) -> Markup:
     y_tier = {t: 30 + i * row_h for i, t in enumerate(tiers)}
     leaf_y = 30 + len(tiers) * row_h + 10
     node_y = leaf_y + 100
-    height = node_y + 90
-    svg = Svg(width, height, "fabric topology")
+    return _DetailLayout(
+        nodes=nodes, node_w=node_w, width=width, height=node_y + 90, y_tier=y_tier,
+        leaf_y=leaf_y, node_y=node_y,
+        node_x={n: 20 + i * (node_w + gap) for i, n in enumerate(nodes)},
+    )  # fmt: skip
 
-    node_x = {n: 20 + i * (node_w + gap) for i, n in enumerate(nodes)}
-    pos: dict[str, tuple[float, float, float]] = {}  # switch -> (centre x, top y, width)
 
-    # leaves above their node groups
+def _switch_positions(
+    view: RunView, topo: Topology, lay: _DetailLayout
+) -> dict[str, tuple[float, float, float]]:
+    """Switch -> (centre x, top y, width): leaves above their node groups, other tiers spread."""
+    pos: dict[str, tuple[float, float, float]] = {}
     placed: set[str] = set()
     for g in view.groups:
-        members = [n for n in g.nodes if n in node_x]
+        members = [n for n in g.nodes if n in lay.node_x]
         leaves = [lf for lf in sorted(g.leaves, key=natural_key) if lf not in placed]
         if not members or not leaves:
             continue
-        x0 = node_x[members[0]]
-        span = node_x[members[-1]] + node_w - x0
+        x0 = lay.node_x[members[0]]
+        span = lay.node_x[members[-1]] + lay.node_w - x0
         slot = span / len(leaves)
         for i, lf in enumerate(leaves):
-            pos[lf] = (x0 + slot * (i + 0.5), leaf_y, min(84.0, slot - 4))
+            pos[lf] = (x0 + slot * (i + 0.5), lay.leaf_y, min(84.0, slot - 4))
             placed.add(lf)
     others = sorted((s for s in topo.switches if s not in pos), key=natural_key)
     by_tier: dict[str, list[str]] = {}
     for s in others:
         by_tier.setdefault(topo.switches[s].tier, []).append(s)
     for tier, names in by_tier.items():
-        y = y_tier.get(tier, leaf_y)
-        slot = (width - 40) / len(names)
+        y = lay.y_tier.get(tier, lay.leaf_y)
+        slot = (lay.width - 40) / len(names)
         for i, s in enumerate(names):
             pos[s] = (20 + slot * (i + 0.5), y, min(84.0, slot - 4))
+    return pos
 
-    sw_state = switch_states(topo, view)
+
+def _draw_detail_links(
+    svg: Svg, view: RunView, topo: Topology, lay: _DetailLayout,
+    pos: dict[str, tuple[float, float, float]],
+) -> None:  # fmt: skip
+    """Every link as a line, healthy ones thin and first, bad and suspect ones styled on top."""
     top_layer: list[tuple[LinkKey, float, float, float, float, str]] = []
     for key in sorted(topo.links):
         a, b = key
@@ -122,9 +163,9 @@ def _detailed(view: RunView, topo: Topology) -> Markup:
             if e in pos:
                 cx, top, _ = pos[e]
                 ends.append((cx, top, "sw"))
-            elif e in topo.nics and topo.nics[e].node in node_x:
+            elif e in topo.nics and topo.nics[e].node in lay.node_x:
                 nic = topo.nics[e]
-                ends.append((node_x[nic.node] + 8 + nic.rail * 11 + 4, node_y, "nic"))
+                ends.append((lay.node_x[nic.node] + 8 + nic.rail * 11 + 4, lay.node_y, "nic"))
                 if view.nic_state.get(e) == BAD and st == HEALTHY:
                     st = SUSPECT
         if len(ends) != 2:
@@ -141,6 +182,13 @@ def _detailed(view: RunView, topo: Topology) -> Markup:
             x1=x1, y1=y1, x2=x2, y2=y2, **_LINK_STYLE[st], data_link=f"{key[0]} -- {key[1]}",
         )  # fmt: skip
 
+
+def _draw_detail_switches(
+    svg: Svg, view: RunView, topo: Topology, lay: _DetailLayout,
+    pos: dict[str, tuple[float, float, float]],
+) -> None:  # fmt: skip
+    """Each switch as a named box (edged by the worst link it is on), then the tier labels."""
+    sw_state = switch_states(topo, view)
     for s, (cx, top, w) in pos.items():
         st = sw_state.get(s, HEALTHY)
         colour = STATE_COLOURS[st] if st in (BAD, SUSPECT) else "#4a5568"
@@ -154,38 +202,41 @@ def _detailed(view: RunView, topo: Topology) -> Markup:
             "text", s, x=cx, y=top + 15, text_anchor="middle",
             font_size=_fit_font(s, w - 4), style=_FONT, fill="#1a202c",
         )  # fmt: skip
-    for tier, y in y_tier.items():
+    for tier, y in lay.y_tier.items():
         svg.add("text", tier, x=4, y=y - 6, font_size=10, style=_FONT, fill="#718096")
-    svg.add("text", "leaf", x=4, y=leaf_y - 6, font_size=10, style=_FONT, fill="#718096")
+    svg.add("text", "leaf", x=4, y=lay.leaf_y - 6, font_size=10, style=_FONT, fill="#718096")
 
-    for n in nodes:
-        x = node_x[n]
-        st = view.node_state[n]
-        colour = STATE_COLOURS.get(st, "#999")
-        svg.open_group(title=_node_title(view, n), data_node=n, class_=f"node st-{st}")
+
+def _draw_detail_node(
+    svg: Svg, view: RunView, topo: Topology, lay: _DetailLayout, n: str
+) -> None:
+    """One node: a box coloured by its state, a port per NIC on top, its name and state."""
+    x = lay.node_x[n]
+    node_w, node_y = lay.node_w, lay.node_y
+    st = view.node_state[n]
+    colour = STATE_COLOURS.get(st, "#999")
+    svg.open_group(title=_node_title(view, n), data_node=n, class_=f"node st-{st}")
+    svg.add(
+        "rect", x=x, y=node_y, width=node_w, height=56, rx=5, fill=colour,
+        fill_opacity=0.14 if st == HEALTHY else 0.28, stroke=colour,
+        stroke_width=1.2 if st == HEALTHY else 2.5,
+    )  # fmt: skip
+    for nic in topo.nodes[n].nics if n in topo.nodes else ():
+        nst = view.nic_state.get(nic.endpoint, HEALTHY)
         svg.add(
-            "rect", x=x, y=node_y, width=node_w, height=56, rx=5, fill=colour,
-            fill_opacity=0.14 if st == HEALTHY else 0.28, stroke=colour,
-            stroke_width=1.2 if st == HEALTHY else 2.5,
+            "rect", title=f"{nic.endpoint} (rail {nic.rail}): {nst}",
+            x=x + 8 + nic.rail * 11, y=node_y - 4, width=8, height=8, rx=1,
+            fill=_NIC_FILL.get(nst, "#5a6577"), data_nic=nic.endpoint,
         )  # fmt: skip
-        for nic in topo.nodes[n].nics if n in topo.nodes else ():
-            nst = view.nic_state.get(nic.endpoint, HEALTHY)
-            svg.add(
-                "rect", title=f"{nic.endpoint} (rail {nic.rail}): {nst}",
-                x=x + 8 + nic.rail * 11, y=node_y - 4, width=8, height=8, rx=1,
-                fill=_NIC_FILL.get(nst, "#5a6577"), data_nic=nic.endpoint,
-            )  # fmt: skip
-        svg.add(
-            "text", n, x=x + node_w / 2, y=node_y + 26, text_anchor="middle",
-            font_size=_fit_font(n, node_w - 6, 12), style=_FONT, font_weight="600", fill="#1a202c",
-        )  # fmt: skip
-        svg.add(
-            "text", st, x=x + node_w / 2, y=node_y + 42, text_anchor="middle",
-            font_size=10, style=_FONT, fill=colour,
-        )  # fmt: skip
-        svg.close_group()
-    _state_legend(svg, height - 22)
-    return svg.markup()
+    svg.add(
+        "text", n, x=x + node_w / 2, y=node_y + 26, text_anchor="middle",
+        font_size=_fit_font(n, node_w - 6, 12), style=_FONT, font_weight="600", fill="#1a202c",
+    )  # fmt: skip
+    svg.add(
+        "text", st, x=x + node_w / 2, y=node_y + 42, text_anchor="middle",
+        font_size=10, style=_FONT, fill=colour,
+    )  # fmt: skip
+    svg.close_group()
 
 
 # ---- aggregated -------------------------------------------------------------------------------
