@@ -150,7 +150,10 @@ def describe(err: Any) -> tuple[str, str | None, tuple]:
     if kind == "fabriccheck":
         return ctx["message"], ctx.get("hint"), tuple(ctx.get("at") or ())
     if kind in _TYPES:
-        return f"expected {_TYPES[kind]}, got {type_name(value)}", None, ()
+        hint = None
+        if isinstance(value, str) and kind.split("_")[0] in ("int", "float"):
+            hint = "write the number alone: no quotes, no unit (the unit is in the field's name)"
+        return f"expected {_TYPES[kind]}, got {type_name(value)}", hint, ()
     if kind == "missing":
         return "missing required field", None, ()
     if kind in _BOUNDS:
@@ -171,7 +174,9 @@ def describe(err: Any) -> tuple[str, str | None, tuple]:
         return "must not be empty", None, ()
     if kind == "string_pattern_mismatch":
         return f"{value!r} is not allowed here", f"must match {ctx.get('pattern')}", ()
-    if kind in ("too_short", "too_long"):
-        return err["msg"].replace("List", "list"), None, ()
+    if kind == "too_short":
+        return f"needs at least {ctx.get('min_length')}, got {ctx.get('actual_length')}", None, ()
+    if kind == "too_long":
+        return f"takes at most {ctx.get('max_length')}, got {ctx.get('actual_length')}", None, ()
     msg = str(err.get("msg", kind))
     return msg.removeprefix("Value error, ").removeprefix("Assertion failed, "), None, ()
