@@ -102,6 +102,7 @@ def to_config_error(err: Any, data: Any, *, source: str, prefix: str = "") -> Co
         path = f"{prefix}.{path}" if path and not path.startswith("[") else prefix + path
     if key_error:
         message = f"bad key: {message}"
+        hint = None if err["type"] != "fabriccheck" else hint
     return ConfigError(message, source=source, field=path or None, hint=hint)
 
 
