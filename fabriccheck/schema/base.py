@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from fabriccheck.errors import ConfigError
@@ -91,6 +92,20 @@ def check(model: type[M], data: Any, *, source: str, prefix: str = "") -> M:
         raise to_config_error(errors[0], data, source=source, prefix=prefix) from exc
 
 
+@functools.cache
+def _adapter(annotation: Any) -> TypeAdapter:
+    return TypeAdapter(annotation)
+
+
+def check_type(annotation: Any, data: Any, *, source: str, prefix: str = "") -> Any:
+    """:func:`check` for a type that is not a model (a union of models, a list of them)."""
+    try:
+        return _adapter(annotation).validate_python(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        raise to_config_error(errors[0], data, source=source, prefix=prefix) from exc
+
+
 def to_config_error(err: Any, data: Any, *, source: str, prefix: str = "") -> ConfigError:
     """One pydantic error dict -> a :class:`ConfigError` naming the file and field path."""
     message, hint, extra = describe(err)
@@ -168,7 +183,8 @@ def describe(err: Any) -> tuple[str, str | None, tuple]:
     if kind == "union_tag_invalid":
         disc = ctx.get("discriminator", "").strip("'")
         hint = "one of: " + ctx.get("expected_tags", "").replace("'", "")
-        return f"unknown {disc} {ctx.get('tag')}", hint, (disc,)
+        tag = value.get(disc) if isinstance(value, dict) else ctx.get("tag")
+        return f"unknown {disc} {tag!r}", hint, (disc,)
     if kind == "union_tag_not_found":
         return "missing required field", None, (ctx.get("discriminator", "").strip("'"),)
     if kind == "string_too_short":
