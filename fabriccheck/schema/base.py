@@ -126,11 +126,14 @@ def field_path(data: Any, loc: Sequence[Any], *, missing: str = "") -> str:
 
     Pydantic adds union tags to locations (``faults.0.nic_down.nic``); an element that is not a
     key of the document at that point is such a tag and is dropped, except the last element of
-    a ``missing`` error (the missing key itself).
+    a ``missing`` error (the missing key itself). Our own callable discriminators' tags are
+    written ``<name>`` and always dropped.
     """
     path, cur = "", data
     for i, el in enumerate(loc):
         last = i == len(loc) - 1
+        if isinstance(el, str) and el.startswith("<") and el.endswith(">"):
+            continue  # a tag of our callable discriminators
         if isinstance(cur, dict) and _has_key(cur, el):
             path, cur = join(path, str(el)), cur[el]
         elif isinstance(cur, list) and isinstance(el, int) and 0 <= el < len(cur):
@@ -186,7 +189,13 @@ def describe(err: Any) -> tuple[str, str | None, tuple]:
         tag = value.get(disc) if isinstance(value, dict) else ctx.get("tag")
         return f"unknown {disc} {tag!r}", hint, (disc,)
     if kind == "union_tag_not_found":
-        return "missing required field", None, (ctx.get("discriminator", "").strip("'"),)
+        disc = ctx.get("discriminator", "").strip("'")
+        keys = [str(k) for k in value] if isinstance(value, dict) else []
+        close = difflib.get_close_matches(disc, keys, n=1, cutoff=0.6)
+        if close:  # a misspelt tag key: say so where it is
+            hint = f"did you mean {disc!r}? allowed: {disc}, then the fields of that {disc}"
+            return f"unknown field {close[0]!r}", hint, (close[0],)
+        return "missing required field", None, (disc,)
     if kind == "string_too_short":
         return "must not be empty", None, ()
     if kind == "string_pattern_mismatch":

@@ -42,8 +42,8 @@ class ProbeBlock(StrictModel):
 
 
 ProbeBlocks = Annotated[
-    Annotated[ProbeBlock, Tag("one")] | Annotated[list[ProbeBlock], Tag("many")],
-    Discriminator(lambda v: "many" if isinstance(v, list) else "one"),
+    Annotated[ProbeBlock, Tag("<one>")] | Annotated[list[ProbeBlock], Tag("<many>")],
+    Discriminator(lambda v: "<many>" if isinstance(v, list) else "<one>"),
 ]
 
 

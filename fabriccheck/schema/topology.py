@@ -58,8 +58,8 @@ class NicModel(StrictModel):
 
 
 NicEntry = Annotated[
-    Annotated[Name, Tag("name")] | Annotated[NicModel, Tag("nic")],
-    Discriminator(lambda v: "name" if isinstance(v, str) else "nic"),
+    Annotated[Name, Tag("<name>")] | Annotated[NicModel, Tag("<nic>")],
+    Discriminator(lambda v: "<name>" if isinstance(v, str) else "<nic>"),
 ]
 
 
