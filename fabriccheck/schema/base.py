@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.topology.fields import join, type_name
@@ -23,15 +22,21 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 Positive = Annotated[float, Field(gt=0)]
 
 
-def fail(message: str, *, hint: str | None = None, at: Sequence[str | int] = ()) -> Exception:
-    """An error for a validator to raise: ``message`` verbatim, ``at`` the path below the model.
+class InputProblem(ValueError):
+    """A validator's finding: ``message`` verbatim, ``hint``, ``at`` the path below the model."""
 
-    >>> str(fail("two NICs on rail 0", at=("nics", "eth1", "rail"))).splitlines()[0]
-    'two NICs on rail 0'
+    def __init__(self, message: str, hint: str | None = None, at: Sequence[str | int] = ()):
+        super().__init__(message)
+        self.message, self.hint, self.at = message, hint, tuple(at)
+
+
+def fail(message: str, *, hint: str | None = None, at: Sequence[str | int] = ()) -> InputProblem:
+    """An error for a validator to raise (pydantic carries it to :func:`describe`).
+
+    >>> fail("two NICs on rail 0", at=("nics", "eth1", "rail")).at
+    ('nics', 'eth1', 'rail')
     """
-    return PydanticCustomError(
-        "fabriccheck", "{message}", {"message": message, "hint": hint, "at": tuple(at)}
-    )
+    return InputProblem(message, hint, at)
 
 
 def suggest(key: object, allowed: Sequence[str]) -> str:
@@ -117,7 +122,7 @@ def to_config_error(err: Any, data: Any, *, source: str, prefix: str = "") -> Co
         path = f"{prefix}.{path}" if path and not path.startswith("[") else prefix + path
     if key_error:
         message = f"bad key: {message}"
-        hint = None if err["type"] != "fabriccheck" else hint
+        hint = hint if isinstance((err.get("ctx") or {}).get("error"), InputProblem) else None
     return ConfigError(message, source=source, field=path or None, hint=hint)
 
 
@@ -166,8 +171,9 @@ _BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
 def describe(err: Any) -> tuple[str, str | None, tuple]:
     """(message, hint, extra path parts) for one pydantic error dict."""
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
-    if kind == "fabriccheck":
-        return ctx["message"], ctx.get("hint"), tuple(ctx.get("at") or ())
+    problem = ctx.get("error")
+    if isinstance(problem, InputProblem):
+        return problem.message, problem.hint, problem.at
     if kind in _TYPES:
         hint = None
         if isinstance(value, str) and kind.split("_")[0] in ("int", "float"):
