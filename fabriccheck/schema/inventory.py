@@ -44,33 +44,33 @@ Env = Annotated[dict[Name, EnvValue], BeforeValidator(_env_mapping)]
 class SshSettings(StrictModel):
     """How to reach every host over SSH (per-host ``port``/``user`` override these)."""
 
-    user: Name = "root"
+    user: Name = Field("root", description="key auth only")
     port: Port = 22
     key: Name | None = Field(None, description="private key; relative to the inventory file")
     known_hosts: Name | None = Field(None, description="strict host-key checking reads this")
-    connect_timeout_s: Positive = 5.0
+    connect_timeout_s: Positive = Field(5.0, description="per connection attempt")
 
 
 class ProbeSettings(StrictModel):
     """Probe command settings (``fabriccheck.probes.commands.CommandOptions``)."""
 
     launcher: Literal["mpirun", "srun"] = Field("mpirun", description="how nccl-tests start")
-    mpirun: Name = "mpirun"
-    srun: Name = "srun"
+    mpirun: Name = Field("mpirun", description="the mpirun to call")
+    srun: Name = Field("srun", description="the srun to call")
     nccl_tests_dir: str = Field("", description="where all_reduce_perf lives; '' = on PATH")
     nccl_env: Env = Field(default_factory=lambda: {"NCCL_DEBUG": "WARN"},
                           description="NCCL_* variables for nccl-tests")  # fmt: skip
-    iperf3: Name = "iperf3"
-    ib_write_bw: Name = "ib_write_bw"
+    iperf3: Name = Field("iperf3", description="the iperf3 binary")
+    ib_write_bw: Name = Field("ib_write_bw", description="the perftest binary")
     gid_index: int | None = Field(None, ge=0, description="perftest -x (RoCE v2); none on IB")
     use_cuda: int | None = Field(None, ge=0, description="GPU for ib_write_bw --use_cuda")
-    iperf3_duration_s: Positive = 5.0
+    iperf3_duration_s: Positive = Field(5.0, description="iperf3 -t")
 
 
 class NicAddressModel(StrictModel):
     """A data-plane NIC: its IP and rail (shorthand ``eth0: 192.168.100.1``)."""
 
-    ip: Annotated[str, AfterValidator(_ip)]
+    ip: Annotated[str, AfterValidator(_ip)] = Field(description="an IPv4 or IPv6 address")
     rail: int = Field(ge=0, description="default: position in the host's nics")
 
 
@@ -78,8 +78,8 @@ class HostModel(StrictModel):
     """One host (shorthand ``node-000: 10.220.0.1``)."""
 
     address: Name = Field(description="where SSH connects (management network)")
-    port: Port | None = None
-    user: Name | None = None
+    port: Port | None = Field(None, description="default: ssh.port")
+    user: Name | None = Field(None, description="default: ssh.user")
     nics: dict[Name, NicAddressModel] = Field(default_factory=dict,
                                               description="NIC name -> {ip, rail}")  # fmt: skip
     netns: Name | None = Field(None, description="the lab host's namespace (lab up writes it)")
@@ -112,18 +112,18 @@ class HostModel(StrictModel):
 class LabInfo(StrictModel):
     """What ``fabriccheck lab up`` notes about the lab that wrote the inventory."""
 
-    name: Name
-    gateway: Name
+    name: Name = Field(description="the lab's name")
+    gateway: Name = Field(description="the lab's management gateway")
 
 
 class InventoryFile(StrictModel):
     """An inventory file (``--inventory``): which hosts exist and how to reach them."""
 
-    name: str = ""
-    ssh: SshSettings = Field(default_factory=SshSettings)
+    name: str = Field("", description="free text")
+    ssh: SshSettings = Field(default_factory=SshSettings, description="defaults for every host")
     python: Name = Field("python3", description="interpreter on the hosts (allreduce-cpu)")
     env: Env = Field(default_factory=dict, description="extra environment for every probe")
-    probes: ProbeSettings = Field(default_factory=ProbeSettings)
+    probes: ProbeSettings = Field(default_factory=ProbeSettings, description="probe commands")
     hosts: dict[Name, HostModel] = Field(min_length=1, description="host name -> host")
     lab: LabInfo | None = Field(None, description="written by `fabriccheck lab up`")
 

@@ -34,15 +34,17 @@ class PassRule(StrictModel):
 class SignalModel(StrictModel):
     """One user signal: a command per node (or NIC) whose printed value must pass a bound."""
 
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*$")]
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]*$")] = Field(
+        description="unique; letters, digits, . _ -"
+    )
     level: Literal[1, 2, 4, 8] = Field(description="nodes per test")
     per: Literal["node", "nic"] = Field("node", description="run once per node or per NIC")
     command: Name = Field(description="shell command; placeholders {host} {nic} ...")
     value: Name | None = Field(None, description="regex with a group named 'value'")
     parser: Name | None = Field(None, description="a parser from entry points fabriccheck.signals")
-    unit: str = ""
+    unit: str = Field("", description="shown with the value")
     pass_: PassRule = Field(alias="pass", description="{min: X} and/or {max: Y}")
-    timeout_s: Positive = 30.0
+    timeout_s: Positive = Field(30.0, description="the command is killed after it")
 
     @model_validator(mode="after")
     def _consistent(self) -> SignalModel:
@@ -92,7 +94,7 @@ def unique_names(signals: list[SignalModel]) -> None:
 class SignalsFile(StrictModel):
     """A signals file (``--signals FILE``)."""
 
-    signals: list[SignalModel] = Field(min_length=1)
+    signals: list[SignalModel] = Field(min_length=1, description="as in a test spec")
 
     @model_validator(mode="after")
     def _unique(self) -> SignalsFile:

@@ -27,7 +27,9 @@ def _group_size(value: Any) -> Any:
 class GroupBar(StrictModel):
     """The bar at one group size (bandwidth: floor <= warn <= expected; latency reversed)."""
 
-    size_bytes: Annotated[int, BeforeValidator(_size)] = Field(description="65536 or '8M'")
+    size_bytes: Annotated[int, BeforeValidator(_size)] = Field(
+        description="message size judged: 65536, or with a suffix '8M', '16G'"
+    )
     floor: Positive = Field(description="below it (above, for latency) the test fails")
     warn: Positive = Field(description="below it (above, for latency) the test is suspect")
     expected: Positive = Field(description="the healthy value on this SKU")
@@ -36,9 +38,12 @@ class GroupBar(StrictModel):
 class ProbeBlock(StrictModel):
     """One probe's bars; ``groups`` maps a group size (nodes) to its bar."""
 
-    unit: Name | None = Field(None, description="the probe's unit (GB/s, Gb/s or us)")
+    unit: Name | None = Field(None, description="fixed per probe: GB/s (nccl, allreduce-cpu), "
+                              "Gb/s (ib_write_bw, iperf3), us (ib_write_lat)")  # fmt: skip
     collective: Literal[COLLECTIVES] | None = Field(None, description="nccl only")  # type: ignore[valid-type]
-    groups: dict[Annotated[int, BeforeValidator(_group_size)], GroupBar] = Field(min_length=1)
+    groups: dict[Annotated[int, BeforeValidator(_group_size)], GroupBar] = Field(
+        min_length=1, description="nodes per test -> bar; larger tests use the largest below"
+    )
 
 
 ProbeBlocks = Annotated[
@@ -60,15 +65,15 @@ class Probes(StrictModel):
 class SpecFile(StrictModel):
     """A test spec: what "healthy" means for one SKU and fabric."""
 
-    name: Name
-    sku: Name
+    name: Name = Field(description="shown in output")
+    sku: Name = Field(description="history learns baselines per sku")
     fabric: Literal[SPEC_FABRICS]  # type: ignore[valid-type]
-    description: str | None = None
+    description: str | None = Field(None, description="free text")
     gpus_per_node: int = Field(ge=0)
-    nic_gbps: Positive
+    nic_gbps: Positive = Field(description="line rate of one NIC")
     intra_node_busbw_gbps: float = Field(0.0, ge=0, description="1x NCCL busbw, GB/s")
-    timeout_s: Positive = Field(120.0, description="per test")
-    probes: Probes
+    timeout_s: Positive = Field(120.0, description="every test is killed after it (a hang)")
+    probes: Probes = Field(description="the bars per probe (at least one)")
     signals: list[SignalModel] = Field(default_factory=list, description="user signals")
 
     @model_validator(mode="after")
