@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
 from fabriccheck.schema import faults, inventory, signals, spec, topology
 
@@ -79,7 +78,7 @@ def _default(field: Any) -> str:
     if field.default_factory is not None:
         value = field.default_factory()
         return "defaults" if isinstance(value, BaseModel) else f"`{value!r}`" if value else "none"
-    if field.default is None or field.default is PydanticUndefined:
+    if field.default is None:
         return "none"
     return f"`{field.default}`" if field.default != "" else '`""`'
 
