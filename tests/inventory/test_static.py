@@ -64,3 +64,14 @@ def test_doctests():
     from fabriccheck.inventory import static
 
     assert doctest.testmod(static).failed == 0
+
+
+def test_cli_node_file_error_names_the_file(tmp_path, capsys):
+    """``--node-file`` with a bad hostlist: exit 2, the message names the file (not --nodes)."""
+    from fabriccheck.cli.main import main
+
+    p = tmp_path / "nodes.txt"
+    p.write_text("host[1-2\n")
+    code = main(["gate", "--topology", "lab-4", "--node-file", str(p), "--json"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{p}:line 1: bad hostlist" in err and "--nodes" not in err, err
