@@ -67,7 +67,7 @@ class StrictModel(BaseModel):
             allowed = cls.input_names()
             for key in data:
                 if key not in allowed:
-                    raise fail(f"unknown field {key!r}", hint=suggest(key, allowed), at=(key,))
+                    raise fail(f"unknown field {key!r}", hint=suggest(key, allowed), at=(str(key),))
         return data
 
 

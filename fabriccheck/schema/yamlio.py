@@ -18,22 +18,25 @@ class StrictLoader(_BaseLoader):  # type: ignore[misc,valid-type]
 
 
 def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    loader.flatten_mapping(node)
+    explicit = sum(1 for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge")
+    loader.flatten_mapping(node)  # merged (<<: *anchor) pairs come first; they may be overridden
+    merged = len(node.value) - explicit
     out: dict = {}
     lines: dict = {}
-    for key_node, value_node in node.value:
+    for i, (key_node, value_node) in enumerate(node.value):
         key = loader.construct_object(key_node, deep=deep)
         if not isinstance(key, Hashable):
             raise yaml.constructor.ConstructorError(
                 None, None, f"a key must be a scalar, got {type(key).__name__}",
                 key_node.start_mark,
             )
-        if key in out:
+        if key in lines and i >= merged:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r} (first at line {lines[key]})",
                 key_node.start_mark,
             )
-        lines[key] = key_node.start_mark.line + 1
+        if i >= merged:
+            lines[key] = key_node.start_mark.line + 1
         out[key] = loader.construct_object(value_node, deep=deep)
     return out
 
@@ -70,6 +73,10 @@ def read_yaml(path: str | Path, *, what: str = "file") -> Any:
 def parse_yaml(text: str, source: str) -> Any:
     """Parse YAML text; a syntax error or a duplicate key names its line and column.
 
+    A key given by a merge (``<<: *defaults``) may be overridden; a key written twice may not.
+
+    >>> parse_yaml("d: &d {u: root, p: 22}\\ns: {<<: *d, u: admin}\\n", "f.yaml")["s"]
+    {'u': 'admin', 'p': 22}
     >>> parse_yaml("a: 1\\nb: 2\\na: 3\\n", "f.yaml")
     Traceback (most recent call last):
     ...
