@@ -1,4 +1,4 @@
-"""The strict YAML reader: duplicate keys refused with both lines, merges allowed, one-line errors."""
+"""The strict YAML reader: duplicate keys refused with both lines, merges allowed."""
 
 from __future__ import annotations
 
