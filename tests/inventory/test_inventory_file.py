@@ -174,3 +174,17 @@ def test_probe_settings_match_command_options() -> None:
     defaults = CommandOptions()
     for name in settable:
         assert ProbeSettings().model_dump()[name] == getattr(defaults, name), name
+
+
+def test_cli_bad_inventory_is_exit_2_before_anything_connects(tmp_path: Path, capsys) -> None:
+    """Through the real CLI: the inventory is checked at the door, exit 2, one line."""
+    from fabriccheck.cli.main import main
+
+    f = tmp_path / "inv.yaml"
+    f.write_text(_edit("user: root,", "usr: root,"))
+    code = main(["gate", "--topology", "lab-4", "--executor", "ssh", "--inventory", str(f),
+                 "--json"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"error: {f}:ssh.usr: unknown field 'usr'") and "Traceback" not in err
+    assert "did you mean 'user'?" in err
