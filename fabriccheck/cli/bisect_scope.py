@@ -140,13 +140,12 @@ def parse_scontrol_job(text: str) -> dict[str, str]:
 
 def slurm_job(job: str, runner=None) -> tuple[list[str], str | None]:
     """The nodes and the stdout path of Slurm job ``job`` (``scontrol``, else ``sacct``)."""
-    from fabriccheck.inventory.command import run_command
     from fabriccheck.inventory.static import expand_nodes
 
     if not re.fullmatch(r"\d+(?:_\d+)?(?:\+\d+)?", job):
         raise ConfigError(f"not a Slurm job id: {job!r}", source="--job",
                           hint="give the numeric job id, e.g. --job 123456")
-    run = runner or run_command
+    run = runner or _default_runner()
     fields: dict[str, str] = {}
     try:
         fields = parse_scontrol_job(run(["scontrol", "show", "job", job], 30.0))
@@ -161,6 +160,12 @@ def slurm_job(job: str, runner=None) -> tuple[list[str], str | None]:
     log = next((fields[k] for k in ("StdOut", "StdErr")
                 if fields.get(k) and Path(fields[k]).is_file()), None)
     return expand_nodes(nodelist, source="--job"), log
+
+
+def _default_runner():
+    from fabriccheck.inventory.command import run_command
+
+    return run_command
 
 
 def _sacct_nodes(job: str, run) -> str:

@@ -149,8 +149,8 @@ def triage_job_log(text: str, *, errors: tuple[ToolError, ...] | None = None,
     missing = _missing(facts, nranks, reported)
     lagging = _lagging(facts, collective)
     err_ranks = _error_ranks(facts, (*errors, *facts.ibv), rank_hosts, ip_hosts or {})
-    hosts = tuple(dict.fromkeys([*(e.host for e in errors if e.host),
-                                 *(h for h, _ in facts.comms), *rank_hosts.values()]))
+    hosts = tuple(dict.fromkeys([*(h for h, _ in facts.comms), *rank_hosts.values(),
+                                 *(e.host for e in errors if e.host)]))
     suspects = _suspect_hosts(err_ranks, missing, lagging, rank_hosts)
     pids = {r: pid for (_h, pid), (r, n) in f_sorted(facts.comms) if n == nranks}
     tri = JobLog(collective, nranks, missing, lagging, err_ranks, rank_hosts, suspects,
