@@ -25,7 +25,7 @@ class BisectScope:
     """What bisect tests and why: the nodes, where they came from, the log's triage."""
 
     nodes: list[str]
-    source: str  # "--nodes", "--job 123", "job log"
+    source: str  # "--nodes/--node-file", "--job 123", "job log"
     log: JobLog | None = None
     log_path: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -73,7 +73,7 @@ def resolve_scope(setup: Any, *, explicit: bool, job_log: str | None, job: str |
             notes.append(f"job {job}: Slurm names no readable log (StdOut); no log triage")
     log = _triage(job_log, hostfile) if job_log else None
     if explicit:
-        nodes, source = list(setup.nodes), "--nodes"
+        nodes, source = list(setup.nodes), "--nodes/--node-file"
     elif job:
         nodes, source = job_nodes, f"--job {job}"
     elif log is not None:

@@ -100,6 +100,13 @@ def _fabric_why(log: JobLog, found: list[str]) -> str:
         why += f"; {rank_phrase(log, tuple(stuck))} never reached {collective_phrase(log)} there"
     elif ranks:
         why += f"; ranks {_span(ranks)} of the job ran there"
+    bad = {f.split()[1] for f in found}
+    agree = [e for e in log.error_ranks if f"{e.get('host')}/{e.get('hca')}" in bad
+             or (e.get("host") in bad and e["kind"] in FABRIC_KINDS)]
+    if agree:
+        e = agree[0]
+        where = "/".join(x for x in (e.get("host"), e.get("hca")) if x)
+        why += f"; the log's {e['kind']} error on {where} agrees"
     return why + "; drain it and re-run the job without it"
 
 

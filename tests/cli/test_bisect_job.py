@@ -67,7 +67,7 @@ def test_explicit_nodes_win_over_the_log_hosts():
                "--json")
     d = json.loads(r.stdout)
     assert d["nodes"] == ["node-003", "node-004", "node-005", "node-006"]
-    assert d["nodes_from"] == "--nodes" and d["job_log"]["conclusion"] == "not-fabric"
+    assert d["nodes_from"] == "--nodes/--node-file" and d["job_log"]["conclusion"] == "not-fabric"
 
 
 def _cli(*args: str, tmp_path) -> subprocess.CompletedProcess:

@@ -75,3 +75,12 @@ def test_every_rank_timed_out_is_not_fabric_and_asks_for_every_stack():
     log = JobLog({"op": "ALLREDUCE", "seq": 7, "timeout_ms": 1000}, 4, reported_ranks=(0, 1, 2, 3))
     c = conclude(log, Result())
     assert c.conclusion == "not-fabric" and "every rank's stack" in c.why
+
+
+def test_fabric_why_says_when_the_log_agrees():
+    log = JobLog(error_ranks=({"host": "node-017", "kind": "ib_completion", "hca": "mlx5_3",
+                               "message": "status 12"},))
+    c = conclude(log, Result(nodes=["node-017"], drain=["node-017"],
+                             bad_nics=["node-017/mlx5_3"]))
+    assert c.conclusion == "fabric"
+    assert "the log's ib_completion error on node-017/mlx5_3 agrees" in c.why
