@@ -30,6 +30,16 @@ class BisectScope:
     log_path: str | None = None
     notes: list[str] = field(default_factory=list)
 
+    def scale_for(self, scale: int) -> int:
+        """The group size of the round at scale: ``scale``, or the whole job when it is smaller
+        (the job's own collective shape; a group larger than the job cannot be formed).
+
+        >>> [BisectScope(list("abc"), "log").scale_for(8), BisectScope(["a"], "x").scale_for(8)]
+        [3, 0]
+        """
+        n = len(self.nodes)
+        return scale if n >= scale or scale <= 0 else (n if n >= 2 else 0)
+
     def info(self) -> dict[str, Any]:
         """Run-JSON keys (kept from before: ``log_suspects``, ``log_hcas``)."""
         d: dict[str, Any] = {"nodes_from": self.source}

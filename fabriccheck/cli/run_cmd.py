@@ -268,7 +268,8 @@ def bisect(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
     s = _setup(topology, spec, nodes, node_file, executor, faults, seed, inventory, ray_address)
     scope = resolve_scope(s, explicit=s.explicit, job_log=job_log, job=job, hostfile=hostfile)
     named = scope.log.suspect_hosts if scope.log is not None else ()
-    pol = _policy("bisect", spec=s.spec, seed=seed, pair_probe=probe, scale_group_size=scale)
+    pol = _policy("bisect", spec=s.spec, seed=seed, pair_probe=probe,
+                  scale_group_size=scope.scale_for(scale))
     ops = oo.ops_options(db=db, no_history=no_history, resume=resume, scheduler=scheduler,
                          apply=apply, max_drain=max_drain, exclude_file=exclude_file,
                          metrics=metrics)
