@@ -273,8 +273,11 @@ def bisect(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
     ops = oo.ops_options(db=db, no_history=no_history, resume=resume, scheduler=scheduler,
                          apply=apply, max_drain=max_drain, exclude_file=exclude_file,
                          metrics=metrics)
-    result = _run("bisect", s, pol, json_=json_, report=report, log_suspects=named, ops=ops)
+    result = _run("bisect", s, pol, json_=json_, report=report, log_suspects=named,
+                  extra=scope.info(), ops=ops)
     code = finish(scope, result, _exit_code(result, "bisect"), json_=json_, console=out)
+    if report and scope.log is not None:  # again, now with the conclusion (job_log)
+        result.extra["report"] = str(_write_report(result, s.topology, report))
     _finish(result, json_, code)
 
 

@@ -149,3 +149,11 @@ def test_bisect_job_flag_uses_the_jobs_nodes_and_log(monkeypatch, tmp_path):
     d = json.loads(r.stdout)
     assert d["nodes"] == HOSTS and d["nodes_from"] == "--job 4242"
     assert d["job_log"]["missing_ranks"] == [28] and rec.calls[0][:3] == ["scontrol", "show", "job"]
+
+
+def test_report_carries_the_conclusion(tmp_path):
+    r = invoke("bisect", "--job-log", LOG, "-t", "roce-rail-64", "--report", str(tmp_path / "r"),
+               "--json")
+    assert r.exit_code == 0, r.output
+    saved = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert saved["job_log"]["conclusion"] == "not-fabric" and saved["log_suspects"] == ["node-004"]
