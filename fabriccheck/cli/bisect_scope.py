@@ -103,14 +103,11 @@ def resolve_scope(setup: Any, *, explicit: bool, job_log: str | None, job: str |
 
 
 def _triage(path: str, hostfile: str | None) -> JobLog:
-    from fabriccheck.probes.job_triage import triage_job_log
     from fabriccheck.probes.nccl_log import scan_nccl_log
 
     text = _read(path, "--job-log")
-    scan = scan_nccl_log(text)
-    if hostfile is None:
-        return scan.job_log
-    return triage_job_log(text, errors=scan.errors, hostfile=_read(hostfile, "--hostfile"))
+    hosts = _read(hostfile, "--hostfile") if hostfile else None
+    return scan_nccl_log(text, hostfile=hosts).job_log
 
 
 def _read(path: str, flag: str) -> str:

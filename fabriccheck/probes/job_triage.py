@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fabriccheck.probes._text import NCCL_LINE_RE
@@ -134,11 +134,10 @@ def triage_job_log(text: str, *, errors: tuple[ToolError, ...] | None = None,
     """
     from fabriccheck.probes.nccl_log import unwrap_lines
 
-    if errors is None:
+    if errors is None:  # scan first: the scan triages with its errors and address map
         from fabriccheck.probes.nccl_log import scan_nccl_log
 
-        scan = scan_nccl_log(text)
-        errors, ip_hosts = scan.errors, ip_hosts or {}
+        return scan_nccl_log(text, hostfile=hostfile).job_log
     facts = _Facts()
     for lineno, raw in unwrap_lines(text):
         _read_line(facts, lineno, raw)
@@ -152,13 +151,13 @@ def triage_job_log(text: str, *, errors: tuple[ToolError, ...] | None = None,
     hosts = tuple(dict.fromkeys([*(h for h, _ in facts.comms), *rank_hosts.values(),
                                  *(e.host for e in errors if e.host)]))
     suspects = _suspect_hosts(err_ranks, missing, lagging, rank_hosts)
-    pids = {r: pid for (_h, pid), (r, n) in f_sorted(facts.comms) if n == nranks}
+    pids = {r: pid for (_h, pid), (r, n) in _by_rank(facts.comms) if n == nranks}
     tri = JobLog(collective, nranks, missing, lagging, err_ranks, rank_hosts, suspects,
                  reported_ranks=reported, hosts=hosts, rank_pids=pids)
-    return JobLog(**{**tri.__dict__, "why": log_summary(tri)})
+    return replace(tri, why=log_summary(tri))
 
 
-def f_sorted(comms: dict[tuple[str, str], tuple[int, int]]):
+def _by_rank(comms: dict[tuple[str, str], tuple[int, int]]):
     """Communicator entries ordered by rank."""
     return sorted(comms.items(), key=lambda kv: kv[1])
 

@@ -92,13 +92,15 @@ class _State:
     ip_hosts: dict[str, str] = field(default_factory=dict)  # from NCCL bootstrap/OOB lines
 
 
-def scan_nccl_log(text: str) -> NcclLogScan:
+def scan_nccl_log(text: str, *, hostfile: str | None = None) -> NcclLogScan:
     """Scan a job log (training stdout/stderr, NCCL debug output, dmesg, journalctl).
 
     Parameters
     ----------
     text
         Any mix of the log formats above, in any order; lines may carry launcher prefixes.
+    hostfile
+        The job's hostfile text, for ``job_log``'s rank -> host where the log is silent.
 
     Returns
     -------
@@ -142,7 +144,7 @@ def scan_nccl_log(text: str) -> NcclLogScan:
         suspects=_suspects(errors_t, st.ip_hosts),
         status=OK if text.strip() else INCOMPLETE,
         reason=reason,
-        job_log=triage_job_log(text, errors=errors_t, ip_hosts=st.ip_hosts),
+        job_log=triage_job_log(text, errors=errors_t, hostfile=hostfile, ip_hosts=st.ip_hosts),
     )
 
 

@@ -157,3 +157,24 @@ def test_report_carries_the_conclusion(tmp_path):
     assert r.exit_code == 0, r.output
     saved = json.loads((tmp_path / "r" / "results.json").read_text())
     assert saved["job_log"]["conclusion"] == "not-fabric" and saved["log_suspects"] == ["node-004"]
+
+
+def test_hostfile_places_the_silent_rank_when_the_log_names_no_host(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text("".join(
+        f"[rank{r}]:[E1125 04:12:31.1 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught "
+        f"collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=8, "
+        f"NumelOut=8, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n"
+        for r in (0, 1, 2))
+        + "Not all ranks joining collective, sequence number: 5\ncollective: nccl:all_reduce\n"
+          "missing ranks: {3}\nworld size: 4\n")  # fmt: skip
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node-001 slots=2\nnode-002 slots=2\n")
+    r = invoke("bisect", "--job-log", str(log), "--hostfile", str(hostfile), "-t",
+               "roce-rail-64", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["nodes"] == ["node-001", "node-002"]
+    jl = d["job_log"]
+    assert jl["missing_ranks"] == [3] and jl["rank_hosts"]["3"] == "node-002"
+    assert "rank 3 on node-002 never reached ALLREDUCE SeqNum=5" in jl["why"]
