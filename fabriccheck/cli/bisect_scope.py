@@ -29,6 +29,7 @@ class BisectScope:
     log: JobLog | None = None
     log_path: str | None = None
     notes: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # job nodes not in the topology
 
     def scale_for(self, scale: int) -> int:
         """The group size of the round at scale: ``scale``, or the whole job when it is smaller
@@ -99,7 +100,8 @@ def resolve_scope(setup: Any, *, explicit: bool, job_log: str | None, job: str |
         raise ConfigError(f"none of the job's nodes is in topology {setup.topology.name}",
                           source=source, hint=_HINT)
     setup.nodes, setup.explicit = list(dict.fromkeys(nodes)), True
-    return BisectScope(setup.nodes, source, log, job_log, notes)
+    left_out = outside if source.startswith("--job") else []
+    return BisectScope(setup.nodes, source, log, job_log, notes, left_out)
 
 
 def _triage(path: str, hostfile: str | None) -> JobLog:
@@ -194,7 +196,7 @@ def finish(scope: BisectScope, result: Any, code: int, *, json_: bool, console) 
     result.extra.update(scope.info())
     if scope.log is None:
         return code
-    log = conclude(scope.log, result, scope.nodes)
+    log = conclude(scope.log, result, scope.nodes, scope.left_out)
     result.extra["job_log"] = log.to_json()
     if not json_:
         print_job_log(log, scope, console)

@@ -17,6 +17,8 @@ from fabriccheck.probes.job_triage import (
 )
 
 FABRIC, NOT_FABRIC, UNKNOWN = "fabric", "not-fabric", "unknown"
+#: log errors that point at a GPU or the process, not the fabric
+GPU_KINDS = ("xid", "gpu_lost", "cuda", "segfault")
 
 #: how to see where a rank is stuck (said in every not-fabric conclusion)
 FLIGHT_RECORDER = ("the PyTorch flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
@@ -40,7 +42,8 @@ def stack_hint(log: JobLog, ranks: tuple[int, ...]) -> str:
     return f"look at its stack: {spy}, or {FLIGHT_RECORDER}"
 
 
-def conclude(log: JobLog, result: Any, tested: list[str] | None = None) -> JobLog:
+def conclude(log: JobLog, result: Any, tested: list[str] | None = None,
+             left_out: list[str] | None = None) -> JobLog:
     """Decide ``fabric`` / ``not-fabric`` / ``unknown`` from the log and a bisect run's result.
 
     Parameters
@@ -53,6 +56,8 @@ def conclude(log: JobLog, result: Any, tested: list[str] | None = None) -> JobLo
         ``suspects``, ``fabric_warnings``, ``extra``).
     tested
         The nodes that were tested (default ``result.nodes``).
+    left_out
+        Nodes of the job that could not be tested (not in the topology).
 
     Returns
     -------
@@ -76,6 +81,11 @@ def conclude(log: JobLog, result: Any, tested: list[str] | None = None) -> JobLo
     if found:
         return replace(log, conclusion=FABRIC, why=_fabric_why(log, found))
     missing = _open_items(log, result)
+    stuck_hosts = {log.rank_hosts[r] for r in (*log.missing_ranks, *log.lagging_ranks)
+                   if r in log.rank_hosts}
+    away = sorted((stuck_hosts - set(tested)) | set(left_out or ()))
+    if away:
+        missing.insert(0, f"job node(s) not tested: {', '.join(away)}")
     if missing:
         return replace(log, conclusion=UNKNOWN, why="cannot decide: " + "; ".join(missing))
     return replace(log, conclusion=NOT_FABRIC, why=_not_fabric_why(log, tested))
@@ -140,6 +150,16 @@ def _open_items(log: JobLog, result: Any) -> list[str]:
 
 
 def _not_fabric_why(log: JobLog, tested: list[str]) -> str:
+    gpu = [e for e in log.error_ranks if e["kind"] in GPU_KINDS]
+    why = _stuck_why(log, tested)
+    if gpu:
+        e = gpu[0]
+        why += (f"; the log shows a GPU/process error on {e.get('host') or 'a host'} "
+                f"({e['message'][:80]}): check that node's GPUs (nvidia-smi, dmesg Xid)")
+    return why
+
+
+def _stuck_why(log: JobLog, tested: list[str]) -> str:
     head = f"every tested node, NIC and link of the job is healthy ({len(tested)} nodes)"
     stuck = tuple(dict.fromkeys((*log.missing_ranks, *log.lagging_ranks)))
     if stuck:

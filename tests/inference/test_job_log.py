@@ -84,3 +84,19 @@ def test_fabric_why_says_when_the_log_agrees():
                              bad_nics=["node-017/mlx5_3"]))
     assert c.conclusion == "fabric"
     assert "the log's ib_completion error on node-017/mlx5_3 agrees" in c.why
+
+
+def test_stuck_ranks_host_untested_or_job_nodes_left_out_is_unknown():
+    c = conclude(LOG, Result(nodes=NODES[:3]))  # node-004 (rank 28) was not tested
+    assert c.conclusion == "unknown" and "job node(s) not tested: node-004" in c.why
+    c = conclude(LOG, Result(), left_out=["gpu-x"])
+    assert c.conclusion == "unknown" and "gpu-x" in c.why
+
+
+def test_gpu_errors_in_the_log_are_named_when_the_fabric_is_healthy():
+    log = JobLog({"op": "ALLREDUCE", "seq": 1, "timeout_ms": 1}, 32, (28,),
+                 error_ranks=({"host": "node-004", "kind": "xid",
+                               "message": "Xid 79: GPU has fallen off the bus."},),
+                 rank_hosts={28: "node-004"})
+    c = conclude(log, Result())
+    assert c.conclusion == "not-fabric" and "Xid 79" in c.why and "node-004" in c.why

@@ -245,3 +245,21 @@ def test_any_text_gives_a_triage(text):
 
 def test_fixture_says_what_it_models():
     assert Path(RANK28).read_text().startswith("# models: ")
+
+
+def test_rank_tag_only_watchdog_and_pg_status_variants():
+    """``[rank11]: Watchdog caught ...`` (no ``[Rank N]``) and ``failure detected by watchdog at
+    work sequence id: N PG status: last enqueued work: E, last completed work: D``."""
+    text = "\n".join([
+        "[rank10]: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=167, "
+        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)",
+        "[rank11]: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=167, "
+        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)",
+        "[rank14]: failure detected by watchdog at work sequence id: 167 PG status: last "
+        "enqueued work: 167, last completed work: 166",
+        "[rank2]: Received a dump signal due to a collective timeout from rank 10 ... Last "
+        "enqueued NCCL work: 166, last completed NCCL work: 166.",
+    ])
+    t = triage_job_log(text)
+    assert t.reported_ranks == (10, 11, 14) and t.collective["seq"] == 167
+    assert t.lagging_ranks == (2,)
