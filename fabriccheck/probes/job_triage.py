@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fabriccheck.probes._text import NCCL_LINE_RE
+from fabriccheck.probes.log_lines import unwrap_lines
 from fabriccheck.probes.results import ToolError
 
 #: error kinds that say something about a rank's host (symptoms of the timeout itself excluded)
@@ -132,8 +133,6 @@ def triage_job_log(text: str, *, errors: tuple[ToolError, ...] | None = None,
     >>> t.collective, t.missing_ranks, t.rank_hosts[2], t.suspect_hosts
     ({'op': 'ALLREDUCE', 'seq': 7, 'timeout_ms': 600000}, (2,), 'n1', ('n1',))
     """
-    from fabriccheck.probes.nccl_log import unwrap_lines
-
     if errors is None:  # scan first: the scan triages with its errors and address map
         from fabriccheck.probes.nccl_log import scan_nccl_log
 

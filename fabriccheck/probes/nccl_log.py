@@ -24,6 +24,7 @@ from fabriccheck.probes._text import (
     nccl_line_error,
     ordered_unique,
 )
+from fabriccheck.probes.log_lines import unwrap_lines
 from fabriccheck.probes.results import INCOMPLETE, OK, NcclLogScan, ToolError
 
 #: how strongly one error of a kind implicates the host it names (0: listed, not implicating)
@@ -67,13 +68,6 @@ _CONNECT_FAIL_RE = re.compile(r"\bConnect to (?P<peer>[^\s<]+)<\d+> failed\s*:\s
 _PT_NCCL_ERROR_RE = re.compile(
     r"(?P<exc>\w+(?:Error|Exception))?:?\s*NCCL error in: \S+?,\s*(?P<what>[^,(]+?)\s*"
     r"(?:\(run with[^)]*\))?\s*(?:,|$)")
-#: a line that starts a new record (so it never continues a hard-wrapped one)
-_RECORD_START_RE = re.compile(
-    r"^(?:\s|#|\d+: |\[\d+(?:,\d+)?\]|\[rank\d+\]|\([^)]*pid=\d+\)|[\w.-]+/\d+ \[\d+\]:"
-    r"|[EWIF]\d{4} |\[[EWIF]\d{0,4}[ \]]|[A-Za-z0-9][\w.-]*:\d+:\d+ \[|Traceback|[\w.]+(?:Error|"
-    r"Exception|Warning)\b|[A-Z][a-z]{2} [ \d]\d \d\d:|\d{4}-\d\d-\d\d|\[\s*\d+\.\d+\])")
-_OPEN_RECORD_RE = re.compile(r"NCCL (?:WARN|ERROR)|\[(?:PG[^\]]*?)?Rank \d+\]|ProcessGroupNCCL")
-_MAX_JOINED = 6
 
 
 @dataclass
@@ -146,37 +140,6 @@ def scan_nccl_log(text: str, *, hostfile: str | None = None) -> NcclLogScan:
         reason=reason,
         job_log=triage_job_log(text, errors=errors_t, hostfile=hostfile, ip_hosts=st.ip_hosts),
     )
-
-
-def unwrap_lines(text: str) -> list[tuple[int, str]]:
-    """Lines with their 1-based numbers, a hard-wrapped NCCL WARN or PyTorch record joined back
-    into its first line (a continuation starts no record of its own and follows an open one).
-
-    >>> unwrap_lines("h:1:2 [0] NCCL WARN Got completion from peer 10.0.0.2<5> with error 12, len"
-    ...              "\\n0, vendor err 129 (Recv)\\nh:1:2 [0] NCCL INFO x")[0][1][-28:]
-    'len 0, vendor err 129 (Recv)'
-    """
-    out: list[tuple[int, str]] = []
-    joined = 0
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.rstrip("\r\n")
-        if out and _continues(out[-1][1], line) and joined < _MAX_JOINED:
-            out[-1] = (out[-1][0], out[-1][1].rstrip() + " " + line.strip())
-            joined += 1
-            continue
-        out.append((lineno, line))
-        joined = 0
-    return out
-
-
-def _continues(prev: str, line: str) -> bool:
-    s = line.strip()
-    if not s or _RECORD_START_RE.match(line) or prev.rstrip().endswith("."):
-        return False
-    if not _OPEN_RECORD_RE.search(prev) or NCCL_LINE_RE.search(line) or "[Rank" in line:
-        return False
-    return s[0].islower() or s[0].isdigit() or bool(re.match(r"\w+=", s)) or \
-        prev.rstrip().endswith(("]", ",", ":"))
 
 
 def _feed(st: _State, line: str, lineno: int) -> None:

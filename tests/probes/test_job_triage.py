@@ -87,8 +87,11 @@ def _prefix(style: str, rank: int) -> str:
 def test_silent_ranks_are_missing_on_their_host(hosts, per_host, style, data):
     n = hosts * per_host
     silent = data.draw(st.sets(st.integers(0, n - 1), max_size=max(0, n - 1)))
-    t = triage_job_log(_job(hosts, per_host, silent, style, seed=n))
+    text = _job(hosts, per_host, silent, style, seed=n)
+    t = triage_job_log(text)
     assert t.missing_ranks == tuple(sorted(silent))
+    names = {f"gpu{h + 1:02d}" for h in range(hosts)}
+    assert set(scan_nccl_log(text).hosts) == names == set(t.hosts)  # prefixes add no host
     assert set(t.reported_ranks) == set(range(n)) - silent and t.nranks == n
     assert all(t.rank_hosts[r] == f"gpu{r // per_host + 1:02d}" for r in range(n))
     assert set(t.suspect_hosts) == {t.rank_hosts[r] for r in silent}
