@@ -32,14 +32,17 @@ class BisectScope:
     left_out: list[str] = field(default_factory=list)  # job nodes not in the topology
 
     def scale_for(self, scale: int) -> int:
-        """The group size of the round at scale: ``scale``, or the whole job when it is smaller
-        (the job's own collective shape; a group larger than the job cannot be formed).
+        """The group size of the round at scale: ``scale``, or for a job with fewer nodes the
+        largest power of two that fits it (the job's own shape, as far as groups go).
 
-        >>> [BisectScope(list("abc"), "log").scale_for(8), BisectScope(["a"], "x").scale_for(8)]
-        [3, 0]
+        >>> [BisectScope(list("abcd"), "log").scale_for(8), BisectScope(list("abc"), "x")
+        ...  .scale_for(8), BisectScope(["a"], "x").scale_for(8)]
+        [4, 2, 0]
         """
         n = len(self.nodes)
-        return scale if n >= scale or scale <= 0 else (n if n >= 2 else 0)
+        if n >= scale or scale <= 0:
+            return scale
+        return 1 << (n.bit_length() - 1) if n >= 2 else 0
 
     def info(self) -> dict[str, Any]:
         """Run-JSON keys (kept from before: ``log_suspects``, ``log_hcas``)."""

@@ -132,8 +132,9 @@ def _open_items(log: JobLog, result: Any) -> list[str]:
     if result.suspects or result.link_suspects:
         names = [*result.suspects, *(f"{len(s['candidates'])} candidate link(s)"
                                      for s in result.link_suspects)]
-        out.append(f"suspects still open: {', '.join(map(str, names))} (run bisect again, "
-                   f"or a sweep with more rounds)")
+        more = ("add known-good nodes to --nodes so each end can meet a third partner"
+                if len(result.nodes) < 4 else "run bisect again, or a sweep with more rounds")
+        out.append(f"suspects still open: {', '.join(map(str, names))} ({more})")
     if result.fabric_warnings:
         out.append(f"fabric warning: {result.fabric_warnings[0]}")
     if result.extra.get("stop_reason"):

@@ -178,3 +178,12 @@ def test_hostfile_places_the_silent_rank_when_the_log_names_no_host(tmp_path):
     jl = d["job_log"]
     assert jl["missing_ranks"] == [3] and jl["rank_hosts"]["3"] == "node-002"
     assert "rank 3 on node-002 never reached ALLREDUCE SeqNum=5" in jl["why"]
+
+
+def test_two_node_job_with_a_bad_nic_is_unknown_and_says_what_is_missing():
+    r = invoke("bisect", "--job-log", LOG, "-t", "roce-rail-64", "--nodes", "node-[003-004]",
+               "--faults", NIC_FAULT, "--json")
+    assert r.exit_code == 1, r.output
+    jl = json.loads(r.stdout)["job_log"]
+    assert jl["conclusion"] == "unknown" and "node-004/mlx5_5" in jl["why"]
+    assert "add known-good nodes" in jl["why"]
