@@ -165,7 +165,8 @@ def slurm_job(job: str, runner=None) -> tuple[list[str], str | None]:
         pass  # finished jobs leave the controller after MinJobAge: ask the accounting
     nodelist = fields.get("NodeList", "")
     if nodelist in ("", "(null)", "None"):
-        nodelist = _sacct_nodes(job, run)
+        nodelist, workdir = _sacct_nodes(job, run)
+        fields["StdOut"] = str(Path(workdir) / f"slurm-{job}.out") if workdir else ""
     if not nodelist:
         raise ConfigError(f"Slurm knows no nodes for job {job}", source="--job",
                           hint="check the id with `sacct -j JOBID`, or pass --nodes")
@@ -180,15 +181,20 @@ def _default_runner():
     return run_command
 
 
-def _sacct_nodes(job: str, run) -> str:
+def _sacct_nodes(job: str, run) -> tuple[str, str]:
+    """NodeList and WorkDir from the accounting (the log is ``WorkDir/slurm-JOBID.out`` when the
+    job kept Slurm's default output name)."""
     try:
-        out = run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "NodeList"], 30.0)
+        out = run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "NodeList,WorkDir"], 30.0)
     except ExecutorError as exc:
         raise ConfigError(f"Slurm does not know job {job}: {exc.message}", source="--job",
                           hint="run where scontrol/sacct reach the cluster, or pass --nodes"
                           ) from exc
-    lines = [ln.strip() for ln in out.splitlines() if ln.strip() not in ("", "None assigned")]
-    return lines[0] if lines else ""
+    for line in out.splitlines():
+        nodes, _, workdir = line.strip().partition("|")
+        if nodes and nodes != "None assigned":
+            return nodes, workdir
+    return "", ""
 
 
 def finish(scope: BisectScope, result: Any, code: int, *, json_: bool, console) -> int:

@@ -130,13 +130,20 @@ def test_slurm_job_from_scontrol():
 
 def test_slurm_job_falls_back_to_sacct_then_refuses():
     gone = ExecutorError("`scontrol show job 9` exited 1: Invalid job id specified")
-    rec = Recorder({"scontrol": gone, "sacct": "node-[010-011]\n"})
+    rec = Recorder({"scontrol": gone, "sacct": "node-[010-011]|/nonexistent/dir\n"})
     assert slurm_job("9", rec) == (["node-010", "node-011"], None)
     assert rec.calls[1][:3] == ["sacct", "-j", "9"]
     with pytest.raises(ConfigError, match="does not know job 9"):
         slurm_job("9", Recorder({"scontrol": gone, "sacct": gone}))
     with pytest.raises(ConfigError, match="not a Slurm job id"):
         slurm_job("9; rm -rf /", Recorder({}))
+
+
+def test_sacct_workdir_gives_the_default_log(tmp_path):
+    (tmp_path / "slurm-9.out").write_text("x\n")
+    gone = ExecutorError("`scontrol show job 9` exited 1: Invalid job id specified")
+    rec = Recorder({"scontrol": gone, "sacct": f"node-[010-011]|{tmp_path}\n"})
+    assert slurm_job("9", rec) == (["node-010", "node-011"], str(tmp_path / "slurm-9.out"))
 
 
 def test_bisect_job_flag_uses_the_jobs_nodes_and_log(monkeypatch, tmp_path):
