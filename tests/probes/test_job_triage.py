@@ -266,3 +266,14 @@ def test_rank_tag_only_watchdog_and_pg_status_variants():
     t = triage_job_log(text)
     assert t.reported_ranks == (10, 11, 14) and t.collective["seq"] == 167
     assert t.lagging_ranks == (2,)
+
+
+def test_dist_backend_error_remote_process_exited_names_its_rank():
+    text = ("[rank3]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed"
+            "/c10d/NCCLUtils.hpp:275, remote process exited or there was a network error, NCCL "
+            "version 2.20.5\n[rank3]: ncclRemoteError: A call failed possibly due to a network "
+            "error or a remote process exiting prematurely.\n")
+    t = triage_job_log(text, hostfile="gpu01 slots=2\ngpu02 slots=2\n")
+    (e,) = t.error_ranks
+    assert (e["rank"], e["host"], e["kind"]) == (3, "gpu02", "nccl_error")
+    assert "remote process exited or there was a network error" in e["message"]
