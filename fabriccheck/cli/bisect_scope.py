@@ -125,7 +125,8 @@ def _read(path: str, flag: str) -> str:
 
 def _log_nodes(log: JobLog, known: set[str], path: str, notes: list[str]) -> list[str]:
     hosts = list(log.hosts)
-    nodes = [h for h in hosts if h in known]
+    nodes = [h if h in known else h.split(".", 1)[0] for h in hosts]  # FQDN -> short name
+    nodes = [n for n in nodes if n in known]
     if not nodes:
         named = ", ".join(hosts[:6]) or "no host"
         raise ConfigError(f"the log names {named}, none of them a node of the topology",
