@@ -85,7 +85,7 @@ def resolve_scope(setup: Any, *, explicit: bool, job_log: str | None, job: str |
         job_log = job_log or log_from_job
         if not job_log:
             notes.append(f"job {job}: Slurm names no readable log (StdOut); no log triage")
-    log = _triage(job_log, hostfile) if job_log else None
+    log = _short_names(_triage(job_log, hostfile), known) if job_log else None
     if explicit:
         nodes, source = list(setup.nodes), "--nodes/--node-file"
     elif job:
@@ -115,6 +115,25 @@ def _triage(path: str, hostfile: str | None) -> JobLog:
     return scan_nccl_log(text, hostfile=hosts).job_log
 
 
+def _short_names(log: JobLog, known: set[str]) -> JobLog:
+    """The log's host names as the topology writes them (``node-004.cluster`` -> ``node-004``).
+
+    >>> _short_names(JobLog(rank_hosts={1: "n1.x"}, hosts=("n1.x",)), {"n1"}).rank_hosts
+    {1: 'n1'}
+    """
+    from dataclasses import replace
+
+    def name(h):
+        return h if not h or h in known or h.split(".", 1)[0] not in known else h.split(".")[0]
+
+    return replace(
+        log, rank_hosts={r: name(h) for r, h in log.rank_hosts.items()},
+        hosts=tuple(dict.fromkeys(name(h) for h in log.hosts)),
+        suspect_hosts=tuple(dict.fromkeys(name(h) for h in log.suspect_hosts)),
+        error_ranks=tuple({**e, "host": name(e["host"])} if e.get("host") else e
+                          for e in log.error_ranks))
+
+
 def _read(path: str, flag: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
@@ -125,8 +144,7 @@ def _read(path: str, flag: str) -> str:
 
 def _log_nodes(log: JobLog, known: set[str], path: str, notes: list[str]) -> list[str]:
     hosts = list(log.hosts)
-    nodes = [h if h in known else h.split(".", 1)[0] for h in hosts]  # FQDN -> short name
-    nodes = [n for n in nodes if n in known]
+    nodes = [h for h in hosts if h in known]
     if not nodes:
         named = ", ".join(hosts[:6]) or "no host"
         raise ConfigError(f"the log names {named}, none of them a node of the topology",

@@ -194,3 +194,14 @@ def test_two_node_job_with_a_bad_nic_is_unknown_and_says_what_is_missing():
     jl = json.loads(r.stdout)["job_log"]
     assert jl["conclusion"] == "unknown" and "node-004/mlx5_5" in jl["why"]
     assert "add known-good nodes" in jl["why"]
+
+
+def test_fqdn_hosts_in_the_log_map_to_the_topologys_short_names(tmp_path):
+    log = tmp_path / "fqdn.log"
+    log.write_text("".join(line.replace(":41", ".cluster.local:41", 1) if line.startswith("node-")
+                           else line for line in open(LOG).readlines()))
+    r = invoke("bisect", "--job-log", str(log), "-t", "roce-rail-64", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["nodes"] == HOSTS and d["job_log"]["rank_hosts"]["28"] == "node-004"
+    assert d["job_log"]["conclusion"] == "not-fabric"
