@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -199,7 +200,7 @@ def test_two_node_job_with_a_bad_nic_is_unknown_and_says_what_is_missing():
 def test_fqdn_hosts_in_the_log_map_to_the_topologys_short_names(tmp_path):
     log = tmp_path / "fqdn.log"
     log.write_text("".join(line.replace(":41", ".cluster.local:41", 1) if line.startswith("node-")
-                           else line for line in open(LOG).readlines()))
+                           else line for line in Path(LOG).read_text().splitlines(keepends=True)))
     r = invoke("bisect", "--job-log", str(log), "-t", "roce-rail-64", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
