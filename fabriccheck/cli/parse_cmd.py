@@ -73,6 +73,8 @@ def _print_summary(file: Path, d: dict) -> None:
         fields = ("sent_gbps", "received_gbps", "retransmits", "duration_s", "streams")
         out.print("  ".join(f"{k}={_fmt(d[k])}" for k in fields), highlight=False)
     else:
+        if d.get("job_log"):
+            out.print(f"job log: {d['job_log']['why']}", highlight=False, markup=False)
         out.print(f"hosts: {', '.join(d['hosts']) or '-'}", highlight=False)
         out.print(f"suspects: {', '.join(d['suspects']) or '-'}", highlight=False)
         if d["hcas"]:

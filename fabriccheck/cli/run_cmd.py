@@ -251,35 +251,34 @@ def bisect(topology: Topo = None, spec: Spec = None, nodes: Nodes = None,
            seed: Seed = 0, inventory: Inv = None, ray_address: RayAddr = None,
            json_: Json = False, report: Report = None, probe: Probe = None,
            job_log: Annotated[str | None, typer.Option("--job-log", help="The job's NCCL log.")]
+           = None, job: Annotated[str | None, typer.Option(
+               "--job", help="Slurm job id: its nodes and log (scontrol/sacct).")] = None,
+           hostfile: Annotated[str | None, typer.Option(
+               "--hostfile", help="The job's hostfile (rank -> host where the log is silent).")]
            = None, scale: Annotated[int, typer.Option("--scale", help="Group size for the "
                                                        "bisection at scale.")] = 8,
            db: oo.Db = None, no_history: oo.NoHistory = False, resume: oo.Resume = None,
            scheduler: oo.Scheduler = None, apply: oo.Apply = False,
            max_drain: oo.MaxDrain = 0.1, exclude_file: oo.ExcludeFile = None,
            metrics: oo.Metrics = None) -> None:
-    """After a NCCL timeout: test the job's nodes (log suspects first) and bisect to the culprit."""
-    s = _setup(topology, spec, nodes, node_file, executor, faults, seed, inventory, ray_address)
-    named: tuple[str, ...] = ()
-    info: dict = {}
-    if job_log:
-        from fabriccheck.probes.nccl_log import scan_nccl_log
+    """After a NCCL timeout: test the job's nodes (log suspects first) and bisect to the culprit;
+    say whether it was the fabric (job_log.conclusion)."""
+    from fabriccheck.cli.bisect_scope import finish, resolve_scope
 
-        try:
-            text = Path(job_log).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise ConfigError(f"cannot read: {exc.strerror}", source=job_log) from exc
-        scan = scan_nccl_log(text)
-        named = tuple(dict.fromkeys([*scan.suspects, *(h for h, _ in scan.hcas)]))
-        info = {"log_suspects": list(named), "log_hcas": [f"{h}/{c}" for h, c in scan.hcas]}
-        if not json_:
-            err.print(f"job log names: {', '.join(named) or 'no host'}", highlight=False)
-    pol = _policy("bisect", spec=s.spec, seed=seed, pair_probe=probe, scale_group_size=scale)
+    s = _setup(topology, spec, nodes, node_file, executor, faults, seed, inventory, ray_address)
+    scope = resolve_scope(s, explicit=s.explicit, job_log=job_log, job=job, hostfile=hostfile)
+    named = scope.log.suspect_hosts if scope.log is not None else ()
+    pol = _policy("bisect", spec=s.spec, seed=seed, pair_probe=probe,
+                  scale_group_size=scope.scale_for(scale))
     ops = oo.ops_options(db=db, no_history=no_history, resume=resume, scheduler=scheduler,
                          apply=apply, max_drain=max_drain, exclude_file=exclude_file,
                          metrics=metrics)
-    result = _run("bisect", s, pol, json_=json_, report=report, log_suspects=named, extra=info,
-                  ops=ops)
-    _finish(result, json_, _exit_code(result, "bisect"))
+    result = _run("bisect", s, pol, json_=json_, report=report, log_suspects=named,
+                  extra=scope.info(), ops=ops)
+    code = finish(scope, result, _exit_code(result, "bisect"), json_=json_, console=out)
+    if report and scope.log is not None:  # again, now with the conclusion (job_log)
+        result.extra["report"] = str(_write_report(result, s.topology, report))
+    _finish(result, json_, code)
 
 
 @app.command("demo")
