@@ -19,7 +19,8 @@ family, one row per topology kind (and mode), then a summary across families. Co
   Shown as counts ``0/1/3``.
 - **right**: runs with every injected device fault found, no false drain and the right exit (1
   when a fault is in scope, 0 when not). ``fabric_slow``: right is no drains and exit 1 with a
-  fabric warning.
+  fabric warning. "right" judges what an operator acts on (drains, exit); where links and
+  switches are localized is in the next two columns.
 - **links x+s/t**: injected switch-link faults named exactly (``bad_links``) + inside a reported
   candidate set of <= 2 links / injected (summed over runs; a flaky NIC's link is not counted).
 - **switch**: ``switch_down`` runs whose spine/leaf is named in ``bad_switches``.

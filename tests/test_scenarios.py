@@ -7,12 +7,14 @@ density is 5-10%, each family has the shape its docstring says, and a seed fixes
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabriccheck.faults import FaultSet
 from fabriccheck.models import link_key, nic_node
-from tests.scenarios import FAMILIES, TOPOLOGY_KINDS, leaves, scenario
+from tests.scenarios import FAMILIES, TOPOLOGY_KINDS, fabric_slow, leaves, scenario, switch_links
 
 families = st.sampled_from(sorted(FAMILIES))
 kinds = st.sampled_from(sorted(TOPOLOGY_KINDS))
@@ -142,3 +144,11 @@ def test_the_1024_node_row_builds():
     sc = scenario("density", "ib-rail", 0, nodes=1024)
     fs = FaultSet.from_dict(sc.faults).validate(sc.topology)
     assert len(sc.nodes) == 1024 and 51 <= len(fs.faults) <= 102
+
+
+def test_fabric_slow_by_nics_degrades_every_nic_and_switch_link():
+    sc = fabric_slow(random.Random(2), "ib-fat2", 32, how="nics")
+    fs = FaultSet.from_dict(sc.faults).validate(sc.topology)
+    assert set(fs.bad_nics()) == set(sc.topology.nics)
+    assert set(fs.bad_links()) == set(switch_links(sc.topology))
+    assert {f.factor for f in fs.faults} == {0.8}
