@@ -26,7 +26,10 @@ family, one row per topology kind (and mode), then a summary across families. Co
 - **switch**: ``switch_down`` runs whose spine/leaf is named in ``bad_switches``.
 - **untested NICs**: runs with NICs in scope that no completed test touched and that the
   result does not list (their node not drained, hung or unreachable).
-- **rounds** mean/max; **CPU s** the whole run (simulator included), summed.
+- **rounds** mean/max; **over bar**: runs with more rounds than issue 12 allows (3; 5 when a
+  link fault is injected); **CPU s** the whole run (simulator included), summed.
+- summary **exit ≠ reported**: runs whose result carries its own ``exit_code`` (attribute or
+  ``extra``) different from the one computed here ('-' while results carry none).
 
 Run: ``python bench/bench_scenarios.py [--seeds N] [--quick] [FAMILY ...]`` (default 5 seeds;
 ``--quick``: 1 seed, no 1,024-node row).
@@ -72,6 +75,8 @@ class Score:
     unlisted_nics: int = 0
     rounds: int = 0
     cpu_s: float = 0.0
+    over_bar: bool = False  # more rounds than the issue's bar (3; 5 with link faults)
+    exit_mismatch: bool | None = None  # the result's own exit_code differs (None: not given)
     error: str = ""
 
 
@@ -164,9 +169,15 @@ def score(sc: Scenario, fs: FaultSet, res, cpu_s: float) -> Score:
     switch = None
     if sc.switch is not None:
         switch = sc.switch in names(listed(res, "bad_switches"))
-    return Score(truth, found, len(drain), len(false), silent_h or silent_0, silent_h, silent_0,
-                 code, right, link_score(res, sc, fs), switch, int(bool(unlisted)), res.rounds,
-                 cpu_s)
+    reported = getattr(res, "exit_code", None)
+    reported = res.extra.get("exit_code") if reported is None else reported
+    bar = 5 if fs.bad_links() else 3
+    return Score(truth=truth, found=found, drained=len(drain), false_drains=len(false),
+                 silent=silent_h or silent_0, silent_healthy=silent_h, silent_exit0=silent_0,
+                 exit_code=code, right=right, links=link_score(res, sc, fs), switch=switch,
+                 unlisted_nics=int(bool(unlisted)), rounds=res.rounds, cpu_s=cpu_s,
+                 over_bar=res.rounds > bar,
+                 exit_mismatch=None if reported is None else reported != code)
 
 
 def run_one(sc: Scenario, seed: int) -> Score:
@@ -210,7 +221,8 @@ def silent(scores: list[Score]) -> str:
 
 
 HEAD = ("| rows | runs | recall | false drains | runs w/ false drain | silent (h/e) | right | "
-        "exit 0/1/3 | links x+s/t | switch | untested NICs | rounds mean/max | CPU s | crashed |")
+        "exit 0/1/3 | links x+s/t | switch | untested NICs | rounds mean/max | over bar | "
+        "CPU s | crashed |")
 
 
 @dataclass
@@ -222,7 +234,7 @@ class Tally:
     def row(self, label: str) -> str:
         ok = [s for s in self.scores if not s.error]
         if not ok:
-            return f"| {label} | {len(self.scores)} |" + " - |" * 11 + f" {len(self.scores)} |"
+            return f"| {label} | {len(self.scores)} |" + " - |" * 12 + f" {len(self.scores)} |"
         truth, found = sum(s.truth for s in ok), sum(s.found for s in ok)
         recall = f"{found / truth:.2f} ({found}/{truth})" if truth else "-"
         exits = "/".join(str(sum(s.exit_code == c for s in ok)) for c in (0, 1, 3))
@@ -235,7 +247,7 @@ class Tally:
                 f"{f'{lx}+{ls}/{lt}' if lt else '-'} | "
                 f"{f'{sum(sw)}/{len(sw)}' if sw else '-'} | {sum(s.unlisted_nics for s in ok)} | "
                 f"{sum(rounds) / len(rounds):.1f} / {max(rounds)} | "
-                f"{sum(s.cpu_s for s in self.scores):.1f} | "
+                f"{sum(s.over_bar for s in ok)} | {sum(s.cpu_s for s in self.scores):.1f} | "
                 f"{len(self.scores) - len(ok)} |")
 
 
@@ -266,12 +278,17 @@ def bench_family(family: str, seeds: int, big: bool) -> Tally:
     return total
 
 
+def mismatches(scores: list[Score]) -> str:
+    """Runs whose reported ``exit_code`` differs from DESIGN.md's; '-' when none reports one."""
+    given = [s.exit_mismatch for s in scores if s.exit_mismatch is not None]
+    return f"{sum(given)}/{len(given)}" if given else "-"
+
+
 def summary(tallies: dict[str, Tally]) -> None:
     print("\n### summary across families\n")
     print("| family | runs | recall | drain precision | false drains (runs) | silent (h/e) | "
-          "right | "
-          "rounds mean/max | CPU s | crashed |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "right | rounds mean/max | over bar | exit ≠ reported | CPU s | crashed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     everything = Tally()
     for family, t in [*tallies.items(), ("**all**", everything)]:
         if t is not everything:
@@ -285,8 +302,9 @@ def summary(tallies: dict[str, Tally]) -> None:
               f"{f'{(drained - false) / drained:.3f}' if drained else '-'} | "
               f"{false} ({sum(s.false_drains > 0 for s in ok)}) | {silent(ok)} | "
               f"{sum(s.right for s in ok)}/{len(ok)} | "
-              f"{sum(rounds) / len(rounds):.1f} / {max(rounds)} | "
-              f"{sum(s.cpu_s for s in t.scores):.1f} | {len(t.scores) - len(ok)} |")
+              f"{sum(rounds) / len(rounds):.1f} / {max(rounds)} | {sum(s.over_bar for s in ok)} | "
+              f"{mismatches(ok)} | {sum(s.cpu_s for s in t.scores):.1f} | "
+              f"{len(t.scores) - len(ok)} |")
 
 
 def main(argv: list[str]) -> None:
