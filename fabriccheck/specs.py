@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabriccheck.errors import ConfigError
+from fabriccheck.schema.values import COLLECTIVES, SPEC_FABRICS, parse_size_bytes  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -101,37 +102,13 @@ PROBE_UNITS = {
     "iperf3": "Gb/s",
     "ib_write_lat": "us",
 }
-COLLECTIVES = ("all_reduce", "all_gather", "alltoall", "sendrecv", "reduce_scatter", "broadcast")
-SPEC_FABRICS = ("infiniband", "roce", "any")
 _TOP_FIELDS = (
     "name", "sku", "fabric", "description", "gpus_per_node", "nic_gbps", "intra_node_busbw_gbps",
     "timeout_s", "probes", "signals",
 )
-_SIZE_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 #: the repository's bundled spec files
 SPEC_DIR = Path(__file__).resolve().parent / "_bundled" / "test_specs"
-
-
-def parse_size_bytes(value: object) -> int | None:
-    """A message size: an integer, or a string with a binary suffix (``8M``, ``16G``, ``64KiB``).
-
-    >>> parse_size_bytes("8M"), parse_size_bytes(65536), parse_size_bytes("64KiB")
-    (8388608, 65536, 65536)
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if not isinstance(value, str):
-        return None
-    text = value.strip().upper().removesuffix("IB").removesuffix("B")
-    number, suffix = text[:-1], text[-1:]
-    if suffix.isdigit():
-        number, suffix = text, ""
-    if suffix not in _SIZE_SUFFIX or not number.isdigit():
-        return None
-    return int(number) * _SIZE_SUFFIX[suffix]
 
 
 def resolve_spec_path(path_or_name: str, base: str = "") -> str:

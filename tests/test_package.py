@@ -69,9 +69,7 @@ import pytest  # noqa: E402
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
 #: declared but not (yet) imported by the package, each with its reason; keep this list empty
 #: where possible: a dependency that nothing imports is dead weight for every user
-DECLARED_NOT_IMPORTED = {
-    "pandas": "the observation table / history analytics (issue 18) are being moved onto it",
-}
+DECLARED_NOT_IMPORTED: dict[str, str] = {}
 
 
 def _dist(requirement: str) -> str:

@@ -108,11 +108,11 @@ def resolve_scope(setup: Any, *, explicit: bool, job_log: str | None, job: str |
 
 
 def _triage(path: str, hostfile: str | None) -> JobLog:
-    from fabriccheck.probes.nccl_log import scan_nccl_log
+    from fabriccheck.probes.job_triage import scan_with_triage
 
     text = _read(path, "--job-log")
     hosts = _read(hostfile, "--hostfile") if hostfile else None
-    return scan_nccl_log(text, hostfile=hosts).job_log
+    return scan_with_triage(text, hostfile=hosts).job_log
 
 
 def _short_names(log: JobLog, known: set[str]) -> JobLog:

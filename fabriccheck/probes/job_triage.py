@@ -19,7 +19,8 @@ from typing import Any
 
 from fabriccheck.probes._text import NCCL_LINE_RE
 from fabriccheck.probes.log_lines import unwrap_lines
-from fabriccheck.probes.results import ToolError
+from fabriccheck.probes.nccl_log import scan_nccl_log
+from fabriccheck.probes.results import NcclLogScan, ToolError
 
 #: error kinds that say something about a rank's host (symptoms of the timeout itself excluded)
 ERROR_KINDS = ("gpu_lost", "xid", "ib_completion", "link_flap", "link_down", "ibv", "nccl",
@@ -99,6 +100,11 @@ class _Facts:
     fr_open: bool = False
 
 
+def scan_with_triage(text: str, *, hostfile: str | None = None) -> NcclLogScan:
+    """:func:`~fabriccheck.probes.nccl_log.scan_nccl_log` with ``job_log`` filled in."""
+    return scan_nccl_log(text, hostfile=hostfile, triage=triage_job_log)
+
+
 def triage_job_log(text: str, *, errors: tuple[ToolError, ...] | None = None,
                    hostfile: str | None = None, ip_hosts: dict[str, str] | None = None
                    ) -> JobLog:
@@ -134,9 +140,7 @@ def triage_job_log(text: str, *, errors: tuple[ToolError, ...] | None = None,
     ({'op': 'ALLREDUCE', 'seq': 7, 'timeout_ms': 600000}, (2,), 'n1', ('n1',))
     """
     if errors is None:  # scan first: the scan triages with its errors and address map
-        from fabriccheck.probes.nccl_log import scan_nccl_log
-
-        return scan_nccl_log(text, hostfile=hostfile).job_log
+        return scan_with_triage(text, hostfile=hostfile).job_log
     facts = _Facts()
     for lineno, raw in unwrap_lines(text):
         _read_line(facts, lineno, raw)

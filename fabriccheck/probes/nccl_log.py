@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from fabriccheck.probes._text import (
     NCCL_LINE_RE,
@@ -86,7 +88,8 @@ class _State:
     ip_hosts: dict[str, str] = field(default_factory=dict)  # from NCCL bootstrap/OOB lines
 
 
-def scan_nccl_log(text: str, *, hostfile: str | None = None) -> NcclLogScan:
+def scan_nccl_log(text: str, *, hostfile: str | None = None,
+                  triage: Callable[..., Any] | None = None) -> NcclLogScan:
     """Scan a job log (training stdout/stderr, NCCL debug output, dmesg, journalctl).
 
     Parameters
@@ -95,6 +98,9 @@ def scan_nccl_log(text: str, *, hostfile: str | None = None) -> NcclLogScan:
         Any mix of the log formats above, in any order; lines may carry launcher prefixes.
     hostfile
         The job's hostfile text, for ``job_log``'s rank -> host where the log is silent.
+    triage
+        Fills ``job_log`` (:func:`fabriccheck.probes.job_triage.triage_job_log`, which is what
+        :func:`fabriccheck.probes.job_triage.scan_with_triage` passes); None leaves it empty.
 
     Returns
     -------
@@ -126,8 +132,6 @@ def scan_nccl_log(text: str, *, hostfile: str | None = None) -> NcclLogScan:
     peers = ordered_unique(e.peer for e in errors_t)
     hosts = ordered_unique([*st.hosts, *(e.host for e in errors_t), *st.ranks.values()])
     reason = "" if errors_t else ("no output" if not text.strip() else "no errors found")
-    from fabriccheck.probes.job_triage import triage_job_log
-
     return NcclLogScan(
         hosts=hosts,
         ranks=dict(sorted(st.ranks.items())) or None,
@@ -138,7 +142,8 @@ def scan_nccl_log(text: str, *, hostfile: str | None = None) -> NcclLogScan:
         suspects=_suspects(errors_t, st.ip_hosts),
         status=OK if text.strip() else INCOMPLETE,
         reason=reason,
-        job_log=triage_job_log(text, errors=errors_t, hostfile=hostfile, ip_hosts=st.ip_hosts),
+        job_log=(triage(text, errors=errors_t, hostfile=hostfile, ip_hosts=st.ip_hosts)
+                 if triage is not None else None),
     )
 
 

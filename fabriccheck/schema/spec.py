@@ -8,7 +8,7 @@ from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from fabriccheck.schema.base import Name, Positive, StrictModel, fail
 from fabriccheck.schema.signals import SignalModel, unique_names
-from fabriccheck.specs import COLLECTIVES, SPEC_FABRICS, parse_size_bytes
+from fabriccheck.schema.values import COLLECTIVES, SPEC_FABRICS, parse_size_bytes
 
 
 def _size(value: Any) -> Any:

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fabriccheck.probes.job_triage import parse_hostfile, triage_job_log
-from fabriccheck.probes.nccl_log import scan_nccl_log
+from fabriccheck.probes.job_triage import parse_hostfile, scan_with_triage, triage_job_log
 from tests.conftest import LOCAL_FIXTURES, SHARED_FIXTURES
 
 RANK28 = LOCAL_FIXTURES / "nccl-logs" / "pytorch_32rank_4host_rank28_missing.log"
@@ -48,7 +47,7 @@ def test_32_ranks_4_hosts_rank_28_silent():
 def test_parse_json_carries_job_log_and_keeps_the_contract_keys():
     from fabriccheck.probes.to_json import result_to_json
 
-    d = result_to_json(scan_nccl_log(RANK28.read_text()))
+    d = result_to_json(scan_with_triage(RANK28.read_text()))
     for key in ("tool", "status", "reason", "hosts", "ranks", "hcas", "peers", "suspects",
                 "errors"):
         assert key in d
@@ -91,7 +90,7 @@ def test_silent_ranks_are_missing_on_their_host(hosts, per_host, style, data):
     t = triage_job_log(text)
     assert t.missing_ranks == tuple(sorted(silent))
     names = {f"gpu{h + 1:02d}" for h in range(hosts)}
-    assert set(scan_nccl_log(text).hosts) == names == set(t.hosts)  # prefixes add no host
+    assert set(scan_with_triage(text).hosts) == names == set(t.hosts)  # prefixes add no host
     assert set(t.reported_ranks) == set(range(n)) - silent and t.nranks == n
     assert all(t.rank_hosts[r] == f"gpu{r // per_host + 1:02d}" for r in range(n))
     assert set(t.suspect_hosts) == {t.rank_hosts[r] for r in silent}
@@ -174,7 +173,7 @@ def test_socket_connect_refused_blames_the_peer():
             "h7:5:6 [0] NCCL INFO comm 0x1 rank 1 nranks 2 - Init COMPLETE\n"
             "h1:5:6 [1] include/socket.h:403 NCCL WARN Connect to 10.0.0.8<56821> failed : "
             "Connection refused\n")
-    s = scan_nccl_log(text)
+    s = scan_with_triage(text)
     (e,) = s.errors
     assert (e.kind, e.host, e.peer) == ("socket", "h1", "10.0.0.8")
     assert s.suspects == ("h7",) and s.peers == ("10.0.0.8",)
@@ -183,7 +182,7 @@ def test_socket_connect_refused_blames_the_peer():
 
 
 def test_pytorch_runtime_error_nccl_unhandled_system_error():
-    s = scan_nccl_log("    work = default_pg.barrier(opts=opts)\nRuntimeError: NCCL error in: "
+    s = scan_with_triage("    work = default_pg.barrier(opts=opts)\nRuntimeError: NCCL error in: "
                       "/opt/c10d/ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version "
                       "2.7.8\n")
     (e,) = s.errors
@@ -191,7 +190,7 @@ def test_pytorch_runtime_error_nccl_unhandled_system_error():
 
 
 def test_wrapped_ib_warn_keeps_its_vendor_error():
-    s = scan_nccl_log("node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got "
+    s = scan_with_triage("node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got "
                       "completion from peer 10.2.0.5<33092> with error 12, opcode 0, len\n"
                       "0, vendor err 129 (Recv)\n"
                       "node-2:5776:5902 [0] NCCL INFO transport/net.cc:1134 -> 6\n")
@@ -230,7 +229,7 @@ def test_corpus_nccl_logs_as_expected(name):
         pytest.skip(f"../shared is absent: {path}")
     want = next(e for e in json.loads((CORPUS / "expected.json").read_text())
                 if e["file"] == name)["expected"]
-    s = scan_nccl_log(path.read_text(encoding="utf-8"))
+    s = scan_with_triage(path.read_text(encoding="utf-8"))
     assert len(s.errors) >= want.get("errors_min", 0)
     for k in ("hosts", "peers"):
         if k in want:
