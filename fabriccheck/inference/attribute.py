@@ -133,10 +133,12 @@ def infer(
     # a possibly-contended failure pins nobody (dropping its links must not convict a device)
     pinned = {t: n for t, n in _pinned(fx.live, fx.cands).items()
               if t not in fx.ambiguous and t not in fx.shared}
+    switch_of = _uncleared_switches(fx, view, good_links)
     for comp in sorted(set(chosen.values())):
         if comp[0] == "node":
+            rival = _rival_switch(comp[1], by_comp[comp], fx.live, switch_of)
             _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails,
-                        pinned, fx.shared)
+                        pinned, fx.shared, rival)
         elif comp[0] == "nic":
             _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned)
     _co_suspects(fx.live, fx.cands, chosen, inf)
@@ -296,9 +298,35 @@ def _partners(node: str, obs: Sequence[Observation]) -> set[str]:
     return {n for o in obs for n in o.test.nodes if n != node}
 
 
+def _uncleared_switches(fx: _Failures, view: FabricView, good_links: set[LinkKey]
+                        ) -> dict[str, frozenset[str]]:
+    """Failing test id -> the switches of the links on its path(s) no passing test cleared."""
+    out = {}
+    for o in fx.live:
+        links = set().union(*(view.flow_links(f)[1] for f in o.test.flows)) - good_links
+        out[o.test.test_id] = frozenset(sw for lk in links for sw in lk)
+    return out
+
+
+def _rival_switch(node: str, obs: list[Observation], live: list[Observation],
+                  switch_of: dict[str, frozenset[str]]) -> str | None:
+    """A switch that explains ``node``'s failures as well as the node does: every failure of
+    the node crosses an un-cleared link of it, and another node's failures (tests without
+    ``node``) do too. Then the node is not convicted on pattern alone (a leaf with every
+    uplink at half speed makes all its nodes fail every cross-leaf test); a confirmation that
+    crosses no such link still can."""
+    common = frozenset.intersection(*(switch_of.get(o.test.test_id, frozenset()) for o in obs))
+    for sw in sorted(common):
+        if any(node not in o.test.nodes and sw in switch_of.get(o.test.test_id, ())
+               for o in live):
+            return sw
+    return None
+
+
 def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: int,
                 confirmed_min: int, pinned: dict[str, str],
-                shared: set[str] | frozenset[str] = frozenset()) -> None:
+                shared: set[str] | frozenset[str] = frozenset(), rival: str | None = None,
+                ) -> None:
     partners = _partners(node, obs)
     # without confirmation only failures against partners whose NICs passed elsewhere count
     # (a node paired with faulty partners on every rail in round 1 is no culprit), and none
@@ -311,7 +339,8 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
     # a confirmation convicts only when nothing else on its path is left to blame
     confirmed = any(o.test.purpose in ("confirm", "bisect") and pinned.get(o.test.test_id) == node
                     for o in obs)
-    strong = len(clean) >= min_fails and (len(rails) >= 2 or len(clean) >= 2 * min_fails)
+    strong = (len(clean) >= min_fails and (len(rails) >= 2 or len(clean) >= 2 * min_fails)
+              and rival is None)
     ids = tuple(o.test.test_id for o in obs)
     vals = ", ".join(_fmt(o) for o in obs[:4])
     reason = (f"failed {len(obs)} test(s) with {len(partners)} partner(s) "
@@ -319,8 +348,9 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
     if len(partners) >= 2 and (strong or (confirmed and len(obs) >= confirmed_min)):
         inf.bad_nodes[node] = Verdict("node", node, BAD, reason, ids)
     else:
-        inf.node_suspects[node] = Verdict("node", node, SUSPECT, reason + "; needs confirmation",
-                                          ids)
+        why = (f"; switch {rival} explains these failures too (other nodes fail across it): "
+               "needs a confirmation that avoids it") if rival else "; needs confirmation"
+        inf.node_suspects[node] = Verdict("node", node, SUSPECT, reason + why, ids)
 
 
 def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int,

@@ -38,7 +38,8 @@ class Flakiness:
     with lonely failures that are not flaky (yet): more tests of them tell noise from a part."""
 
     flaky: dict[str, Verdict] = field(default_factory=dict)
-    recheck_nics: list[str] = field(default_factory=list)  # one lonely failure or more
+    #: NIC -> its lonely failures so far (one or more)
+    recheck_nics: dict[str, int] = field(default_factory=dict)
     recheck_links: list[Link] = field(default_factory=list)  # two or more (IB)
 
 
@@ -79,7 +80,8 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
                                 tuple(o.test.test_id for o in fails),
                                 part[1] if part[0] == "link" else None)  # type: ignore[arg-type]
     flaky = _keep_most_specific(out)
-    nics = sorted(str(p[1]) for p in lonely if p[0] == "nic" and str(p[1]) not in flaky)
+    nics = {str(p[1]): len(ids) for p, ids in sorted(lonely.items(), key=lambda kv: str(kv[0]))
+            if p[0] == "nic" and str(p[1]) not in flaky}
     links = sorted(p[1] for p, ids in lonely.items()  # type: ignore[misc]
                    if p[0] == "link" and len(ids) >= 2 and str(p[1]) not in flaky)
     return Flakiness(flaky, nics, links)

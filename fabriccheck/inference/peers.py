@@ -7,9 +7,13 @@ Then, for every test of the round — confirmations, retests and bisection steps
 
 - a value far below its peers fails even above the floor (``z`` robust deviations *and*
   ``min_drop`` below the median): a **peer outlier**;
-- when three quarters of the kind sit below the floor (its 75th percentile is below it), the
-  fabric is **uniformly slow**: a fabric warning, and a test below the floor but in line with its
-  peers passes. The spec floor alone never convicts anyone when everybody is slow.
+- when three quarters of the kind sit below the floor (its 75th percentile is below it) and
+  the median node has most of its tests there too, and the same holds for the probe x level
+  pool across path classes (slowness on one class of path only is about those paths), the
+  fabric is **uniformly slow**: a fabric
+  warning, and a test below the floor but in line with its peers passes. The spec floor alone
+  never convicts anyone when everybody is slow; a few slow nodes that drag a small class of
+  tests down do not make a slow fabric.
 
 A kind with fewer than ``min_peers`` measurements falls back to the probe x level pool, and
 below that to the floor alone (few tests, nothing to compare).
@@ -38,6 +42,9 @@ class PeerRef:
     spread: float
     p75: float
     count: int
+    #: the median node of the kind has most of its tests below the floor (a few slow nodes in
+    #: a small class can drag three quarters of it down; that is not a slow fabric)
+    typical_node_slow: bool = False
 
     def cut(self, z: float, min_drop: float) -> float:
         """Below this a value is a peer outlier."""
@@ -53,18 +60,23 @@ def peer_references(observations: Sequence[Observation], attachment: Mapping[str
                    & (frame["unit"] != "us")
                    & ((frame["status"] == str(PASS)) | frame["below_floor"])]
     out: dict[tuple[str, int, str], PeerRef] = {}
+    nodes = pd.Series([list(o.test.nodes) for o in observations], dtype=object)
+    sample = sample.assign(node=nodes[sample.index].values)
     pooled = sample.assign(path=POOLED)
     for part in (sample, pooled):
-        for key, values in part.groupby(["probe", "level", "path"])["value"]:
-            if len(values) >= min_peers:
-                out[key] = _reference(values)  # type: ignore[index]
+        for key, rows in part.groupby(["probe", "level", "path"]):
+            if len(rows) >= min_peers:
+                out[key] = _reference(rows)  # type: ignore[index]
     return out
 
 
-def _reference(values: pd.Series) -> PeerRef:
+def _reference(rows: pd.DataFrame) -> PeerRef:
+    values = rows["value"]
     med = float(values.median())
     mad = float((values - med).abs().median()) * 1.4826
-    return PeerRef(med, max(mad, 0.01 * med), float(values.quantile(0.75)), len(values))
+    per_node = rows.explode("node").groupby("node")["under_floor"].mean()
+    return PeerRef(med, max(mad, 0.01 * med), float(values.quantile(0.75)), len(values),
+                   bool(per_node.median() > 0.5))
 
 
 def judge_against_peers(
@@ -86,7 +98,9 @@ def judge_against_peers(
         if ref is None:
             continue
         cut = ref.cut(z, min_drop)
-        slow = o.floor is not None and ref.p75 < o.floor
+        pooled = refs.get((row.probe, row.level, POOLED), ref)
+        slow = o.floor is not None and all(r.p75 < o.floor and r.typical_node_slow
+                                           for r in (ref, pooled))
         if slow:
             slow_kinds[(row.probe, row.level, row.path)] = (ref, o.floor)  # type: ignore[assignment]
         out[i] = _rejudge(o, ref, cut, slow, bool(row.below_floor))

@@ -1,8 +1,10 @@
 """The run's observations as one pandas table (peer statistics, baselines and the report read it).
 
 :func:`observation_frame` has one row per observation (test x round) with its kind — probe,
-level (group size) and path class — and its outcome; :func:`component_frame` explodes it to
-one row per test x component (node and NIC) x round, for per-component tallies.
+level (group size) and path class — and its outcome (``below_floor``: failed for its number
+alone; ``under_floor``: its number is below the floor, whatever the verdict);
+:func:`component_frame` explodes it to one row per test x component (node and NIC) x round,
+for per-component tallies.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from fabriccheck.models import Observation, Test
 INTRA, LEAF, CROSS = "intra-node", "same-leaf", "cross-leaf"
 
 COLUMNS = ["test_id", "round", "probe", "purpose", "level", "path", "status", "value", "floor",
-           "unit", "below_floor"]
+           "unit", "below_floor", "under_floor"]
 
 
 def path_class(test: Test, attachment: Mapping[str, str]) -> str:
@@ -38,12 +40,17 @@ def below_floor(o: Observation) -> bool:
             and o.reason.endswith(f"below floor {o.floor:g}"))
 
 
+def under_floor(o: Observation) -> bool:
+    """The number is below the floor, whatever the verdict (a fabric-wide pass included)."""
+    return o.floor is not None and o.value is not None and o.unit != "us" and o.value < o.floor
+
+
 def observation_frame(observations: Sequence[Observation],
                       attachment: Mapping[str, str]) -> pd.DataFrame:
     """One row per observation, in order."""
     rows = [(o.test.test_id, o.test.round, str(o.test.probe), str(o.test.purpose),
              o.test.group_size, path_class(o.test, attachment), str(o.status),
-             o.value, o.floor, o.unit, below_floor(o)) for o in observations]
+             o.value, o.floor, o.unit, below_floor(o), under_floor(o)) for o in observations]
     return pd.DataFrame.from_records(rows, columns=COLUMNS)
 
 

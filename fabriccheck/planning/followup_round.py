@@ -95,9 +95,11 @@ def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
                     pool: GoodPool, tries: dict[str, int]) -> None:
     """NICs that passed but also failed with nothing else to blame (noise, or an intermittent
     part?) get two more tests against known-good partners, and IB links with two such failures
-    two fresh probes each, once per run: :mod:`fabriccheck.inference.flaky` tells them apart."""
+    two fresh probes, in one recheck round per run (rechecks must not breed rechecks: more
+    rounds measured no better recall, see bench_scenarios' intermittent family).
+    :mod:`fabriccheck.inference.flaky` tells noise from a part."""
     if not ctx.policy.per_rail or tries.get("recheck", 0):
-        return  # one recheck round per run: rechecks must not breed rechecks
+        return
     _count(tries, "recheck")
     local = ctx.active(inf)
     met = history.partners()
