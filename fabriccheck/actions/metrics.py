@@ -13,6 +13,8 @@ Gauges (the last run's values; a new run replaces them):
   ``fabriccheck_run_rounds{mode}``, ``fabriccheck_run_tests{mode}``,
   ``fabriccheck_run_timestamp_seconds{mode}``, ``fabriccheck_nodes{mode,state}``,
   ``fabriccheck_actions{action,status}``, ``fabriccheck_actions_withheld{mode}``
+- ``fabriccheck_run_info{mode,executor,faults,seed}`` 1: which executor produced these numbers
+  (``sim``: simulated, with its faults file and seed; alert rules should match ``executor!="sim"``)
 """
 
 from __future__ import annotations
@@ -144,6 +146,12 @@ def build_registry(
         tally[k] = tally.get(k, 0) + 1
     for (action, status), n in sorted(tally.items()):
         acts.labels(action, status).set(n)
+    sim = result.extra.get("executor") == "sim"
+    g("fabriccheck_run_info", "1; labels say which executor produced the last run's numbers",
+      ("mode", "executor", "faults", "seed")).labels(
+        mode, str(result.extra.get("executor") or "unknown"),
+        str(result.extra.get("faults") or "") if sim else "",
+        str(result.extra.get("seed", "")) if sim else "").set(1.0)  # fmt: skip
     withheld = bool(result.extra.get("actions", {}).get("withheld", False))
     g("fabriccheck_actions_withheld", "1 when the drain budget stopped every action",
       ("mode",)).labels(mode).set(1.0 if withheld else 0.0)  # fmt: skip
