@@ -78,6 +78,7 @@ def _run(mode: str, s: Setup, policy, opts: RunOptions, *, ops: OpsOptions,
     try:
         result = _session_run(mode, s, policy, session, opts, log_suspects)
         result.extra.update({**provenance(opts), **(extra or {})})
+        result.extra["exit_code"] = exit_code(result, mode)  # kept in history too
         if session.run_id:
             result.extra["run_id"] = session.run_id
         session.finish(result, topology=s.topology)
