@@ -17,6 +17,7 @@ import typer
 from fabriccheck.actions.session import OpsOptions
 from fabriccheck.cli import ops_options as oo
 from fabriccheck.cli.app import app, err, exit_on_error, out, set_verbosity, write_json
+from fabriccheck.cli.app import quiet as is_quiet
 from fabriccheck.cli.run_options import RunOptions, run_command
 from fabriccheck.cli.run_setup import Setup, check_flags, provenance, setup
 from fabriccheck.errors import ConfigError, FabricCheckError
@@ -149,6 +150,7 @@ def _run_mode(mode: str, opts: RunOptions, ops: OpsOptions, *, log_suspects=(), 
               **policy) -> None:  # fmt: skip
     """Check, set up, run and report one sweep/gate/bisect; errors become one line + exit code."""
     set_verbosity(opts.verbose, opts.quiet)
+    opts.quiet = is_quiet()  # -q before or after the command
     with exit_on_error(one_line=True):
         check_flags(mode, opts)
         s = setup(opts)
@@ -218,6 +220,7 @@ def demo(seed: Annotated[int, typer.Option("--seed", help="Seed for pairing and 
     opts = RunOptions(topology=DEMO_TOPOLOGY, faults=faults, seed=seed, json_=json_,
                       quiet=quiet, report=out_dir or str(Path("reports") / f"demo-{stamp}"))
     set_verbosity(0, quiet)
+    opts.quiet = quiet = is_quiet()
     if not (json_ or quiet):
         err.print(f"[bold]demo[/]: injected faults from {faults} (3% jitter, 1% glitches)",
                   highlight=False)

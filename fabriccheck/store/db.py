@@ -262,7 +262,7 @@ class Store(ActionLogMixin, RetentionMixin):
             f"SELECT {self._RUN_COLS} FROM runs r WHERE r.run_id = ?", (run_id,)
         ).fetchone()
         if row is None:
-            raise ConfigError(f"no run {run_id!r} in {self.path}", source="--resume",
+            raise ConfigError(f"no run {run_id!r} in this history database", source=self.path,
                               hint="`fabriccheck history runs` lists the stored runs")  # fmt: skip
         return self._record(row)
 
