@@ -35,6 +35,9 @@ def demo_faults() -> Path:
                     / "demo-roce-64.yaml"))  # fmt: skip
 
 
+DEMO_FAULTS = demo_faults()
+
+
 class _Progress:
     """Per-round progress on stderr: the round's test time and the run's total so far."""
 
