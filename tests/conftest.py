@@ -33,6 +33,11 @@ SHARED_ABSENT = (
 )
 #: mark a test that reads ``SHARED_FIXTURES`` directly
 requires_shared = pytest.mark.skipif(not SHARED_FIXTURES.is_dir(), reason=SHARED_ABSENT)
+#: the user's own config file never changes what a test runs (tests/cli/test_config.py sets one)
+os.environ.pop("FABRICCHECK_CONFIG", None)
+_CONFIG_HOME = tempfile.mkdtemp(prefix="fc-test-config-")
+atexit.register(shutil.rmtree, _CONFIG_HOME, ignore_errors=True)
+os.environ["XDG_CONFIG_HOME"] = _CONFIG_HOME
 #: run commands record history by default: tests write it to a throwaway place, never to ~
 if "FABRICCHECK_DB" not in os.environ:
     _HISTORY_DIR = tempfile.mkdtemp(prefix="fc-test-history-")

@@ -154,6 +154,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True,
         help="Print fabriccheck's version and exit.")] = False,
@@ -162,6 +163,24 @@ def _root(
     quiet_: Annotated[bool, typer.Option(
         "--quiet", "-q", help="Nothing on stderr but errors.")] = False,
 ) -> None:  # fmt: skip
-    """Active fabric health checks for GPU training clusters."""
+    """Active fabric health checks for GPU training clusters.
+
+    Defaults of the run options can come from a TOML config file ($FABRICCHECK_CONFIG,
+    /etc/fabriccheck/config.toml, ~/.config/fabriccheck/config.toml; flags win):
+    see `fabriccheck config show`.
+    """
     VERBOSITY["level"] = 0
     set_verbosity(verbose, quiet_)
+    _apply_config(ctx)
+
+
+def _apply_config(ctx: typer.Context) -> None:
+    """Config files become click's default_map: every command's defaults, flags still win."""
+    from fabriccheck.cli.config import HISTORY_COMMANDS, load_config
+
+    if ctx.resilient_parsing or ctx.invoked_subcommand == "config":
+        return  # completion; `config show` reads (and reports errors in) the files itself
+    with exit_on_error(one_line=True):
+        dm = load_config().default_map(list(HISTORY_COMMANDS))
+    if dm:
+        ctx.default_map = {**(ctx.default_map or {}), **dm}

@@ -1,4 +1,4 @@
-"""The config file: TOML defaults for the run options, merged from system, user and $FABRICCHECK_CONFIG.
+"""The config file: TOML defaults of the run options from system, user and $FABRICCHECK_CONFIG.
 
 Layers, later ones win: built-in defaults < ``/etc/fabriccheck/config.toml`` < the user config
 (``$XDG_CONFIG_HOME/fabriccheck/config.toml``, default ``~/.config/...``) < the file named by
@@ -25,6 +25,8 @@ from fabriccheck.errors import ConfigError
 
 SYSTEM_CONFIG = Path("/etc/fabriccheck/config.toml")
 RUN_COMMANDS = ("sweep", "gate", "bisect")
+#: the ``history`` subcommands that take ``--db`` (tests/cli/test_config.py checks the list)
+HISTORY_COMMANDS = ("nodes", "runs", "drift", "actions", "metrics", "prune")
 
 _STR, _INT, _FLOAT, _BOOL = "a string", "an integer", "a number", "true or false"
 #: every key a config file may set, and what its value must be
