@@ -154,3 +154,12 @@ def test_metrics_say_which_executor_made_them(tmp_path):
     invoke("sweep", "node-[001-004]", "-t", "roce-rail-64", "--seed", "2", "--metrics", str(prom))
     text = prom.read_text()
     assert 'fabriccheck_run_info{executor="sim",faults="",mode="sweep",seed="2"} 1.0' in text
+
+
+def test_report_says_which_executor_made_it(tmp_path):
+    out = tmp_path / "rep"
+    r = invoke("sweep", "node-[001-004]", "-t", "roce-rail-64", "--seed", "6", "--report",
+               str(out))
+    assert r.exit_code == 0, r.output
+    assert json.loads((out / "results.json").read_text())["executor"] == "sim"
+    assert "executor <b>sim</b> (simulated, seed 6)" in (out / "index.html").read_text()
