@@ -244,6 +244,38 @@ class LemonScore:
         }
 
 
+def _worst_states(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str, str]]:
+    """node -> run -> its worst verdict state in that run (a NIC verdict counts for its node)."""
+    rank = {"bad": 3, "unreachable": 2, "suspect": 1, "healthy": 0}
+    marks = ",".join("?" * len(ids))
+    state: dict[str, dict[str, str]] = defaultdict(dict)
+    for node, run_id, st in conn.execute(
+        f"SELECT node, run_id, state FROM verdicts WHERE node IS NOT NULL AND run_id IN ({marks})",
+        ids,
+    ):
+        prev = state[node].get(run_id)
+        if prev is None or rank.get(st, 0) > rank.get(prev, 0):
+            state[node][run_id] = st
+    return state
+
+
+def _applied_actions(conn: sqlite3.Connection, ids: list[str]) -> tuple[dict, dict]:
+    """How often each node was taken out and given back (applied actions of these runs)."""
+    marks = ",".join("?" * len(ids))
+    drains: dict[str, int] = defaultdict(int)
+    returns: dict[str, int] = defaultdict(int)
+    for node, action in conn.execute(
+        "SELECT node, action FROM actions WHERE status = 'applied'"
+        f" AND (run_id IS NULL OR run_id IN ({marks}))",
+        ids,
+    ):
+        if action in ("drain", "cordon"):
+            drains[node] += 1
+        elif action in ("resume", "uncordon"):
+            returns[node] += 1
+    return drains, returns
+
+
 def lemon_nodes(
     conn: sqlite3.Connection, *, last_runs: int = 50, executor: str | None = REAL
 ) -> list[LemonScore]:
@@ -278,26 +310,8 @@ def lemon_nodes(
         f"SELECT DISTINCT node, run_id FROM obs_nodes WHERE run_id IN ({marks})", ids
     ):
         tested_runs[node].add(run_id)
-    rank = {"bad": 3, "unreachable": 2, "suspect": 1, "healthy": 0}
-    state: dict[str, dict[str, str]] = defaultdict(dict)  # node -> run -> worst state
-    for node, run_id, st in conn.execute(
-        f"SELECT node, run_id, state FROM verdicts WHERE node IS NOT NULL AND run_id IN ({marks})",
-        ids,
-    ):
-        prev = state[node].get(run_id)
-        if prev is None or rank.get(st, 0) > rank.get(prev, 0):
-            state[node][run_id] = st
-    drains: dict[str, int] = defaultdict(int)
-    returns: dict[str, int] = defaultdict(int)
-    for node, action in conn.execute(
-        "SELECT node, action FROM actions WHERE status = 'applied'"
-        f" AND (run_id IS NULL OR run_id IN ({marks}))",
-        ids,
-    ):
-        if action in ("drain", "cordon"):
-            drains[node] += 1
-        elif action in ("resume", "uncordon"):
-            returns[node] += 1
+    state = _worst_states(conn, ids)
+    drains, returns = _applied_actions(conn, ids)
     out = []
     for node in set(tests) | set(state):
         per_run = state.get(node, {})
