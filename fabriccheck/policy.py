@@ -35,7 +35,6 @@ class SweepPolicy:
     duration_s: float = 5.0  # ib_write_bw / iperf3 run time
     budget_s: float | None = None  # hard cap on summed round time (test_seconds)
     second_round_only_on_failure: bool = False  # gate: round 2 only if round 1 found something
-    confirm: bool = True
     localize: bool = True
     #: peer comparison: a test is an outlier when below median by both this robust z and fraction
     peer_z: float = 4.0

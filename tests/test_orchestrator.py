@@ -19,11 +19,11 @@ from fabriccheck.executors.sim import SimExecutor
 from fabriccheck.faults import FaultSet
 from fabriccheck.models import link_key
 from fabriccheck.orchestrator import run
-from fabriccheck.planning.view import FabricView
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.serialize import run_result_to_dict
 from fabriccheck.specs import resolve_spec
 from fabriccheck.topology import generate, load_topology
+from fabriccheck.topology.view import FabricView
 
 
 def fabric(nodes: int, fabric_kind: str, kind: str = "rail-optimized", rails: int = 8):

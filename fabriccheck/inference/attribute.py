@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fabriccheck.inference.localize import LinkGroup, localize_links
 from fabriccheck.models import (
@@ -28,9 +29,9 @@ from fabriccheck.models import (
     Verdict,
     nic_node,
 )
-from fabriccheck.planning.view import FabricView
+from fabriccheck.topology.view import FabricView
 
-Comp = tuple[str, str]  # ("node", name) | ("nic", endpoint) | ("link", "a -- b")
+Comp = tuple[str, Any]  # ("node", name) | ("nic", endpoint) | ("link", Link)
 _PRIORITY = {"node": 0, "nic": 1, "link": 2}
 
 
@@ -51,7 +52,6 @@ class Inference:
     good_nodes: set[str] = field(default_factory=set)
     good_nics: set[str] = field(default_factory=set)
     completed: set[str] = field(default_factory=set)
-    unexplained_groups: list[Observation] = field(default_factory=list)
 
     @property
     def blamed_nodes(self) -> set[str]:
@@ -73,6 +73,16 @@ def _fmt(o: Observation) -> str:
     if o.value is None:
         return f"{o.test.test_id} ({o.reason[:60]})"
     return f"{o.test.test_id} {o.value:.1f} {o.unit}"
+
+
+@dataclass
+class _Failures:
+    """The failing observations left to explain, each with its un-cleared candidates."""
+
+    live: list[Observation]
+    cands: list[list[Comp]]
+    ambiguous: set[str]  # RoCE: possible ECMP contention (says nothing about links)
+    shared: set[str]  # RoCE: shares a leaf end with another failure of its round
 
 
 def infer(
@@ -100,32 +110,75 @@ def infer(
     Inference
     """
     inf = Inference()
-    passes = [o for o in observations if o.status == PASS]
-    fails = [o for o in observations if o.status == FAIL]
-    hangs = [o for o in observations if o.status == HANG]
+    good_links, retested_ok = _exonerate(observations, view, inf)
+    _collect_unreachable(observations, inf)
+    _attribute_hangs([o for o in observations if o.status == HANG], inf)
+    fx = _failures([o for o in observations if o.status == FAIL], view, inf, good_links,
+                   retested_ok)
+    chosen = _hitting_set(fx.cands, [set(o.test.nodes) for o in fx.live])
+    by_comp: dict[Comp, list[Observation]] = defaultdict(list)
+    for o, c in zip(fx.live, fx.cands, strict=True):
+        if not c and o.test.test_id not in fx.ambiguous:
+            inf.glitches.append(o.test.test_id)
+        for comp in c:
+            by_comp[comp].append(o)
+    # a possibly-contended failure pins nobody (dropping its links must not convict a device)
+    pinned = {t: n for t, n in _pinned(fx.live, fx.cands).items()
+              if t not in fx.ambiguous and t not in fx.shared}
+    for comp in sorted(set(chosen.values())):
+        if comp[0] == "node":
+            _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails,
+                        pinned, fx.shared)
+        elif comp[0] == "nic":
+            _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned)
+    _co_suspects(fx.live, fx.cands, chosen, inf)
+    link_obs = [(o, [x[1] for x in c if x[0] == "link"])
+                for i, (o, c) in enumerate(zip(fx.live, fx.cands, strict=True))
+                if chosen.get(i, ("",))[0] == "link"]
+    inf.links = localize_links(link_obs, ib=view.fabric == "infiniband")
+    return inf
+
+
+def _exonerate(observations: Sequence[Observation], view: FabricView, inf: Inference
+               ) -> tuple[set[LinkKey], set[str]]:
+    """Passing tests clear their nodes, NICs and the links they surely crossed. Returns the
+    cleared links and the failing tests a same-route retest passed (glitches)."""
     good_links: set[LinkKey] = set()
     retested_ok: set[str] = set()
-    for o in passes:
+    fails: set[str] = set()
+    for o in observations:
+        if o.status == FAIL:
+            fails.update(o.test.nodes)
+        if o.status != PASS:
+            continue
         inf.good_nodes.update(o.test.nodes)
         inf.good_nics.update(o.test.nics)
         for f in o.test.flows:
             good_links |= view.flow_links(f)[0]
-        if o.test.params.get("retest_of"):
-            retested_ok.add(str(o.test.params["retest_of"]))
-    inf.completed = inf.good_nodes | {n for o in fails for n in o.test.nodes}
+        if o.test.params.retest_of:
+            retested_ok.add(o.test.params.retest_of)
+    inf.completed = inf.good_nodes | fails
+    return good_links, retested_ok
 
+
+def _collect_unreachable(observations: Sequence[Observation], inf: Inference) -> None:
     for o in observations:
         if o.status == UNREACHABLE and o.raw is not None:
             for host in o.raw.unreachable:
                 inf.unreachable.setdefault(host, Verdict(
                     "node", host, UNREACHABLE, "could not be reached", (o.test.test_id,)))
-    _attribute_hangs(hangs, inf)
 
-    ambiguous = _roce_collisions(fails, view) if view.fabric == "roce" else set()
+
+def _failures(fails: list[Observation], view: FabricView, inf: Inference,
+              good_links: set[LinkKey], retested_ok: set[str]) -> _Failures:
+    """Each failure's candidates: its un-cleared nodes, NICs and links (none for a failure a
+    same-route retest passed: a glitch)."""
+    roce = view.fabric == "roce"
+    ambiguous = _roce_collisions(fails, view) if roce else set()
     inf.ambiguous = sorted(ambiguous)
     # devices: any failure that shares a leaf end with another failure of its round may be
     # contention (whatever its value), so it never convicts a node or NIC without confirmation
-    shared = _shared_leaf_end(fails, view) if view.fabric == "roce" else set()
+    shared = _shared_leaf_end(fails, view) if roce else set()
     live: list[Observation] = []
     for o in fails:
         if o.test.test_id in retested_ok:
@@ -140,36 +193,9 @@ def infer(
         # cleared (a half-speed NIC beside a collision looks the same), by confirmation only
         links = set().union(*(view.flow_links(f)[1] for f in o.test.flows)) \
             if o.test.flows and o.test.test_id not in ambiguous else set()
-        c += [("link", link_name(lk)) for lk in sorted(links - good_links)]
+        c += [("link", lk) for lk in sorted(links - good_links)]
         cands.append(c)
-    chosen = _hitting_set(cands, [set(o.test.nodes) for o in live])
-    by_comp: dict[Comp, list[Observation]] = defaultdict(list)
-    for o, c in zip(live, cands, strict=True):
-        if not c and o.test.test_id not in ambiguous:
-            inf.glitches.append(o.test.test_id)
-        for comp in c:
-            by_comp[comp].append(o)
-    link_obs: list[tuple[Observation, list[LinkKey]]] = []
-    for i, (o, c) in enumerate(zip(live, cands, strict=True)):
-        comp = chosen.get(i)
-        if comp is None:
-            continue
-        if comp[0] == "link":
-            link_obs.append((o, [_key(x[1]) for x in c if x[0] == "link"]))
-        elif comp[0] == "node" and o.test.group_size > 2 and not _pairs_back(comp[1], by_comp):
-            inf.unexplained_groups.append(o)
-    # a possibly-contended failure pins nobody (dropping its links must not convict a device)
-    pinned = {t: n for t, n in _pinned(live, cands).items()
-              if t not in ambiguous and t not in shared}
-    for comp in sorted(set(chosen.values())):
-        if comp[0] == "node":
-            _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails,
-                        pinned, shared)
-        elif comp[0] == "nic":
-            _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned)
-    _co_suspects(live, cands, chosen, inf)
-    inf.links = localize_links(link_obs, ib=view.fabric == "infiniband")
-    return inf
+    return _Failures(live, cands, ambiguous, shared)
 
 
 def _co_suspects(live, cands, chosen, inf: Inference) -> None:
@@ -190,16 +216,6 @@ def _co_suspects(live, cands, chosen, inf: Inference) -> None:
                 inf.nic_suspects[name] = Verdict("nic", name, SUSPECT, why, (o.test.test_id,))
             elif kind == "node" and name not in inf.node_suspects and name not in inf.bad_nodes:
                 inf.node_suspects[name] = Verdict("node", name, SUSPECT, why, (o.test.test_id,))
-
-
-def _key(name: str) -> LinkKey:
-    a, b = name.split(" -- ")
-    return (a, b)
-
-
-def _pairs_back(node: str, by_comp: dict[Comp, list[Observation]]) -> bool:
-    """True when a node's blame rests on at least one small (pair) test too."""
-    return any(o.test.group_size <= 2 for o in by_comp[("node", node)])
 
 
 def _hitting_set(cands: list[list[Comp]], partners: list[set[str]]) -> dict[int, Comp]:

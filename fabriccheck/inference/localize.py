@@ -124,7 +124,7 @@ def localize_links(
         obs = [link_obs[i][0] for i in sorted(got)]
         pairs = {frozenset(o.test.nodes) for o in obs}
         probes = {frozenset(o.test.nodes) for o in obs
-                  if o.test.purpose == "localize" and not o.test.params.get("retest_of")}
+                  if o.test.purpose == "localize" and not o.test.params.retest_of}
         single = len(cands) == 1
         bad = single and len(probes) >= min_probe_pairs and len(pairs) >= min_probe_pairs
         out.append(LinkGroup(

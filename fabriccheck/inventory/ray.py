@@ -132,7 +132,7 @@ def cluster_state() -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     import ray
     from ray._private import state
 
-    from fabriccheck.executors.ray_session import map_ray_error
+    from fabriccheck.executors.ray.session import map_ray_error
 
     try:
         return ray.nodes(), state.available_resources_per_node()
@@ -151,7 +151,7 @@ def discover_ray_nodes(
 
     Raises :class:`~fabriccheck.errors.ConnectError` when the cluster cannot be reached.
     """
-    from fabriccheck.executors.ray_session import connect, disconnect
+    from fabriccheck.executors.ray.session import connect, disconnect
 
     owned = connect(address, timeout_s=timeout_s, node_ip_address=node_ip_address)
     try:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from fabriccheck.models import LinkKey, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.view import FabricView
+from fabriccheck.topology.view import FabricView
 
 
 @dataclass(frozen=True)
@@ -287,7 +287,7 @@ def plan_roce_batch(leaf_a: str, leaf_b: str, rail: int, b: RoundBuilder, good_n
     # could collide with them, so it stays away
     taken: set[tuple[str, str]] = set()
     for t in b.tests:
-        if "batch" in t.params:
+        if t.params.batch is not None:
             continue
         for f in t.flows:
             if att.get(f.src) != att.get(f.dst):

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from fabriccheck.planning.view import FabricView
+from fabriccheck.topology.view import FabricView
 
 Pair = tuple[str, str]
 

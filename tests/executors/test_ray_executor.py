@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from fabriccheck.errors import ExecutorError, RemoteCommandError, TaskTimeout
-from fabriccheck.executors.ray_executor import RayExecutor, wait_reservations_gone
-from fabriccheck.executors.ray_session import ray_get
+from fabriccheck.executors.ray.executor import RayExecutor, wait_reservations_gone
+from fabriccheck.executors.ray.session import ray_get
 from fabriccheck.models import Flow, Test
 from fabriccheck.probes.launch import HostCommand, ProbeLaunch
 from tests.executors.test_ray_agent import procs_with, wait_gone
@@ -187,7 +187,7 @@ def test_reservations_released_after_success_failure_and_timeout(ex):
 def test_reservations_released_and_commands_killed_when_the_round_raises(ex, monkeypatch):
     """The round is interrupted after it started a real command (Ctrl-C stand-in)."""
     token = f"fcintr-{uuid.uuid4().hex[:8]}"
-    import fabriccheck.executors.ray_executor as mod
+    import fabriccheck.executors.ray.executor as mod
 
     def interrupted(runner, tests, build, max_parallel):  # starts real work, then "Ctrl-C"
         runner.start(HostCommand("h1", ("bash", "-c", f"exec -a {token} sleep 1000")), "x")
@@ -274,7 +274,7 @@ def test_dead_node_is_unreachable_and_the_others_go_on(ex, ray_cluster):
 
 DRIVER = """
 import json, os, sys, threading, time
-from fabriccheck.executors.ray_executor import RayExecutor
+from fabriccheck.executors.ray.executor import RayExecutor
 from fabriccheck.models import Test
 from fabriccheck.probes.launch import HostCommand, ProbeLaunch
 def build(test, nic_ips, port):
