@@ -237,7 +237,12 @@ class OpsSession:
     def abort(self, status: str, error: str) -> None:
         """Record that the run ended without a result (refused, failed, crashed, interrupted)."""
         if self.store is not None and self.run_id is not None:
-            self.store.mark_run(self.run_id, status, error)
+            import sqlite3
+
+            try:
+                self.store.mark_run(self.run_id, status, error)
+            except sqlite3.Error as exc:  # never hide the error that ended the run
+                log.warning("history: could not mark run %s %s: %s", self.run_id, status, exc)
 
     def close(self) -> None:
         if self.store is not None:

@@ -99,10 +99,9 @@ def _run(mode: str, s: Setup, policy, opts: RunOptions, *, ops: OpsOptions,
 
 
 def _end_state(exc: BaseException) -> str:
-    if isinstance(exc, ConfigError):
-        return "refused"
+    """The history state of a run that ended with ``exc`` (exit 2: refused, 3: failed)."""
     if isinstance(exc, FabricCheckError):
-        return "failed"
+        return "refused" if exc.exit_code == 2 else "failed"
     return "interrupted" if isinstance(exc, KeyboardInterrupt) else "crashed"
 
 
