@@ -198,22 +198,33 @@ def metrics_cmd(
                        "printing once.")] = None,
     addr: Annotated[str, typer.Option("--addr", help="Address to serve on.")] = "0.0.0.0",
     mode: Annotated[str | None, typer.Option("--mode", help="Only runs of this mode.")] = None,
+    executor: Executor = None,
 ) -> None:
-    """Prometheus metrics of the newest finished run, printed or served over HTTP."""
+    """Prometheus metrics of the newest finished run, printed or served over HTTP.
+
+    Real runs only unless --executor says otherwise (a simulated run is no node's health).
+    """
     import threading
 
     from fabriccheck.store.exporter import HistoryCollector, latest_metrics_text
 
+    exe = _executor(executor, "real")
     store = _open(db)
     path = store.path
     store.close()
     if port is None:
-        out.print(latest_metrics_text(path, mode=mode), end="", markup=False, highlight=False)
+        text = latest_metrics_text(path, mode=mode, executor=exe)
+        if not text:
+            from fabriccheck.cli.app import err
+
+            err.print(f"no finished run{'' if exe is None else f' by executor {exe}'} in {path}"
+                      " (simulated runs: --executor sim)", highlight=False, markup=False)
+        out.print(text, end="", markup=False, highlight=False)
         return
     from prometheus_client import CollectorRegistry, start_http_server
 
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(HistoryCollector(path, mode=mode))
+    reg.register(HistoryCollector(path, mode=mode, executor=exe))
     server, thread = start_http_server(port, addr=addr, registry=reg)
     from fabriccheck.cli.app import err
 

@@ -163,3 +163,12 @@ def test_report_says_which_executor_made_it(tmp_path):
     assert r.exit_code == 0, r.output
     assert json.loads((out / "results.json").read_text())["executor"] == "sim"
     assert "executor <b>sim</b> (simulated, seed 6)" in (out / "index.html").read_text()
+
+
+def test_history_metrics_serve_real_runs_unless_asked(tmp_path):
+    invoke("sweep", "node-[001-004]", "-t", "roce-rail-64")
+    real = invoke("history", "metrics")
+    assert real.exit_code == 0 and real.stdout == ""
+    assert "no finished run by executor real" in real.stderr
+    sim = invoke("history", "metrics", "--executor", "sim")
+    assert 'fabriccheck_run_info{executor="sim"' in sim.stdout
