@@ -153,12 +153,18 @@ def _run_mode(mode: str, opts: RunOptions, ops: OpsOptions, *, log_suspects=(), 
     """Check, set up, run and report one sweep/gate/bisect; errors become one line + exit code."""
     set_verbosity(opts.verbose, opts.quiet)
     opts.quiet = is_quiet()  # -q before or after the command
-    with exit_on_error(one_line=True):
-        check_flags(mode, opts)
-        s = setup(opts)
-        pol = _policy(mode, spec=s.spec, seed=opts.seed, pair_probe=opts.probe,
-                      budget_s=opts.budget_s, **policy)  # fmt: skip
-        result = _run(mode, s, pol, opts, ops=ops, log_suspects=log_suspects, extra=extra)
+    try:
+        with exit_on_error(one_line=True):
+            check_flags(mode, opts)
+            s = setup(opts)
+            pol = _policy(mode, spec=s.spec, seed=opts.seed, pair_probe=opts.probe,
+                          budget_s=opts.budget_s, **policy)  # fmt: skip
+            result = _run(mode, s, pol, opts, ops=ops, log_suspects=log_suspects, extra=extra)
+    except typer.Exit as stop:
+        if opts.json_ and stop.exit_code == 3:  # could not test: scripts still get a result
+            write_json({"mode": mode, "exit_code": 3, "error": str(stop.__cause__),
+                        **provenance(opts)})  # fmt: skip
+        raise
     _finish(result, opts.json_, exit_code(result, mode))
 
 

@@ -116,6 +116,10 @@ def test_gate_that_cannot_test_says_why_on_one_line_and_exits_3(monkeypatch, tmp
     with Store(tmp_path / "history.sqlite") as store:
         (rec,) = store.runs()
     assert rec.status == "failed" and "connection refused" in rec.error
+    as_json = invoke("gate", "node-[001-004]", "-t", "roce-rail-64", "--json")
+    assert as_json.exit_code == 3
+    d = json.loads(as_json.stdout)  # stdout still holds one JSON result, with the same code
+    assert d["exit_code"] == 3 and "connection refused" in d["error"] and d["executor"] == "sim"
 
 
 @pytest.mark.parametrize("exc,state", [
