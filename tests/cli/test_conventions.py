@@ -90,3 +90,16 @@ def test_report_of_an_unknown_run_names_the_next_step(tmp_path):
     assert r.exit_code == 2
     assert "history runs" in r.stderr and "--resume" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_demo_runs_from_any_directory_on_bundled_files(tmp_path):
+    from fabriccheck.cli.run_cmd import demo_faults
+
+    package = REPO / "fabriccheck"
+    assert demo_faults().is_file()
+    assert str(demo_faults()).startswith(str(package))  # shipped in the wheel, not the repo
+    proc = subprocess.run([sys.executable, "-m", "fabriccheck", "demo", "-q", "--out", "rep"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "" and (tmp_path / "rep" / "index.html").is_file()
