@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -19,14 +20,15 @@ _HELP = (
     "Parse nccl-tests, perftest or iperf3 output, or scan a NCCL job log.\n\n"
     "Exit 0 when the text was read, even when it reports a tool FAILURE (status 'failed': the "
     "parse worked and found a failed test). Exit 2 when the file is missing or is not the "
-    "output of a known tool."
+    "output of a known tool. FILE '-' reads standard input."
 )
 
 
 @app.command("parse", help=_HELP)
 def parse(
     file: Annotated[Path, typer.Argument(
-        help="Tool output file (a leading '# source:' line is ignored).")],
+        help="Tool output file, or - for standard input (a leading '# source:' line is "
+             "ignored).")],
     tool: Annotated[str | None, typer.Option(
         "--tool", "-t", help="One of: " + ", ".join(TOOLS) + " (detected when omitted).")] = None,
     as_json: Annotated[bool, typer.Option(
@@ -39,12 +41,9 @@ def parse(
 
     if tool is not None and tool not in TOOLS:
         raise fail(f"--tool: unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
-    try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise fail(f"{file}: no such file") from None
-    except OSError as exc:
-        raise fail(f"{file}: cannot read: {exc.strerror or exc}") from None
+    text = _read(file)
+    if str(file) == "-":
+        file = Path("<stdin>")
     try:
         name = tool or detect_tool(text)
         result = parse_text(text, name)
@@ -58,6 +57,25 @@ def parse(
         write_json(data)
         return
     _print_summary(file, data)
+
+
+def _read(file: Path) -> str:
+    """The text of ``file``; ``-`` is standard input (an empty or terminal stdin is an error)."""
+    if str(file) == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise fail("-: standard input is a terminal; pipe the tool output in "
+                       "(all_reduce_perf ... | fabriccheck parse -)")
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+        if not text.strip():
+            raise fail("-: standard input was empty; pipe the tool output in")
+        return text
+    try:
+        return file.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise fail(f"{file}: no such file") from None
+    except OSError as exc:
+        raise fail(f"{file}: cannot read: {exc.strerror or exc}") from None
 
 
 def _print_summary(file: Path, d: dict) -> None:

@@ -74,20 +74,23 @@ def _reason_of(view: RunView, node: str) -> str:
     return view.node_reason.get(node, "")
 
 
-def drain_commands(nodes: list[str], reason: str) -> tuple[str, ...]:
-    """Slurm and Kubernetes commands that take ``nodes`` out of service.
+def drain_commands(nodes: list[str], reason: str, scheduler: str = "slurm") -> tuple[str, ...]:
+    """The commands of one scheduler (``slurm`` or ``kubernetes``) that take ``nodes`` out.
 
     >>> drain_commands(["node-002", "node-001"], "bad NIC")[0]
     "scontrol update NodeName='node-[001-002]' State=DRAIN Reason='fabriccheck: bad NIC'"
     >>> drain_commands(["node-001"], "bad NIC mlx5_3")[0]
     "scontrol update NodeName=node-001 State=DRAIN Reason='fabriccheck: bad NIC mlx5_3'"
+    >>> drain_commands(["node-002", "node-001"], "bad NIC", "kubernetes")[0]
+    'kubectl cordon node-001 node-002'
     """
-    hosts = compact(nodes)
-    names = " ".join(sorted(nodes, key=natural_key))
+    if scheduler == "kubernetes":
+        names = " ".join(sorted(nodes, key=natural_key))
+        return (f"kubectl cordon {names}",
+                f"kubectl taint nodes {names} fabriccheck.io/health=bad:NoSchedule")  # fmt: skip
     return (
-        f"scontrol update NodeName={shlex.quote(hosts)} State=DRAIN "
+        f"scontrol update NodeName={shlex.quote(compact(nodes))} State=DRAIN "
         f"Reason={shlex.quote('fabriccheck: ' + reason)}",
-        f"kubectl cordon {names}",
     )
 
 
@@ -150,18 +153,27 @@ def _drain_why(node: str, result: RunResult, view: RunView) -> str:
     return (_reason_of(view, node) or "failed")[:80]
 
 
-def _drain_step(result: RunResult, view: RunView) -> Step:
+def _drain_steps(result: RunResult, view: RunView) -> list[Step]:
+    """Drain commands per scheduler, never mixed in one block: the run's scheduler only, or
+    Slurm then Kubernetes as two steps when the run did not name one."""
     nodes = sorted(result.drain, key=natural_key)
     why = {n: _drain_why(n, result, view) for n in nodes}
     detail = "; ".join(f"{n}: {why[n]}" for n in nodes[:PER_NODE_LIMIT])
     if len(nodes) > PER_NODE_LIMIT:
         detail += f"; … and {len(nodes) - PER_NODE_LIMIT:,} more (verdict table below)"
-        cmds = drain_commands(nodes, "fabric health check failed")
+        slurm = drain_commands(nodes, "fabric health check failed")
     else:
-        per_node = [drain_commands([n], why[n])[0] for n in nodes]
-        cmds = (*per_node, drain_commands(nodes, "")[1])
+        slurm = tuple(drain_commands([n], why[n])[0] for n in nodes)
+    kubernetes = drain_commands(nodes, "", "kubernetes")
     title = f"Drain {_plural(len(nodes), 'node')}: {compact(nodes, 120)}"
-    return Step(BAD, title, detail, cmds, tuple(nodes))
+    scheduler = (result.extra.get("actions") or {}).get("backend")
+    if scheduler == "kubernetes":
+        return [Step(BAD, title, detail, kubernetes, tuple(nodes))]
+    steps = [Step(BAD, title, detail, slurm, tuple(nodes))]
+    if scheduler != "slurm":
+        steps.append(Step(BAD, f"Or on Kubernetes: cordon {_plural(len(nodes), 'node')}",
+                          "the same nodes, for a Kubernetes cluster", kubernetes, tuple(nodes)))
+    return steps
 
 
 def retest_command(node: str, view: RunView, topology: str) -> str:
@@ -192,7 +204,7 @@ def next_steps(
     steps: list[Step] = []
     hung = set(result.hung) | set(view.nodes_in(HUNG))
     if result.drain:
-        steps.append(_drain_step(result, view))
+        steps.extend(_drain_steps(result, view))
     steps += _nic_steps(result, view, fabric, topology)
     steps += _node_steps(result, view, topology, hung)
     steps += _hung_steps(view, hung)
