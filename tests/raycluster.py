@@ -321,7 +321,7 @@ def cluster_fixture(hosts: Sequence[str] = SHARED_HOSTS):
         pytest.skip(reason)
     cluster = loopback_cluster(hosts)
     cluster.start()
-    from fabriccheck.executors.ray.session import connect, disconnect
+    from fabriccheck.inventory.ray_session import connect, disconnect
 
     try:
         os.environ.update(RAY_TEST_ENV)

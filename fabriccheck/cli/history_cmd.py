@@ -206,7 +206,7 @@ def metrics_cmd(
     """
     import threading
 
-    from fabriccheck.store.exporter import HistoryCollector, latest_metrics_text
+    from fabriccheck.actions.exporter import HistoryCollector, latest_metrics_text
 
     exe = _executor(executor, "real")
     store = _open(db)

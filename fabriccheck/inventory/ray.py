@@ -159,7 +159,7 @@ def cluster_state() -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     import ray
     from ray.autoscaler.v2.sdk import get_cluster_status
 
-    from fabriccheck.executors.ray.session import map_ray_error
+    from fabriccheck.inventory.ray_session import map_ray_error
 
     try:
         status = get_cluster_status(ray.get_runtime_context().gcs_address)
@@ -179,7 +179,7 @@ def discover_ray_nodes(
 
     Raises :class:`~fabriccheck.errors.ConnectError` when the cluster cannot be reached.
     """
-    from fabriccheck.executors.ray.session import connect, disconnect
+    from fabriccheck.inventory.ray_session import connect, disconnect
 
     owned = connect(address, timeout_s=timeout_s, node_ip_address=node_ip_address)
     try:

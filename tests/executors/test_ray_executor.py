@@ -20,7 +20,7 @@ import pytest
 
 from fabriccheck.errors import ExecutorError, RemoteCommandError, TaskTimeout
 from fabriccheck.executors.ray.executor import RayExecutor, wait_reservations_gone
-from fabriccheck.executors.ray.session import ray_get
+from fabriccheck.inventory.ray_session import ray_get
 from fabriccheck.models import Flow, Test
 from fabriccheck.probes.launch import HostCommand, ProbeLaunch
 from tests.executors.test_ray_agent import procs_with, wait_gone

@@ -77,8 +77,8 @@ def test_discover_a_real_cluster_and_see_a_busy_gpu_node():
         pytest.skip(unavailable_reason())
     if ray.is_initialized():
         pytest.skip("this process is already connected to a Ray cluster")
-    from fabriccheck.executors.ray.session import connect, disconnect
     from fabriccheck.inventory.ray import discover_ray_nodes, idle_ray_nodes
+    from fabriccheck.inventory.ray_session import connect, disconnect
 
     ips = loopback_ips(2)
     cluster = RayCluster([  # fake GPUs: Ray counts what it is told

@@ -17,7 +17,7 @@ How a round runs (``RayExecutor.run_round``):
 4. always (``finally``) remove the round's placement groups; ``close()`` removes any left and
    kills every agent. Placement groups also die with the driver if it is killed.
 
-Ray errors are mapped in :func:`fabriccheck.executors.ray.session.map_ray_error`.
+Ray errors are mapped in :func:`fabriccheck.inventory.ray_session.map_ray_error`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from fabriccheck.executors.ray.reserve import (  # noqa: F401  (re-exported for 
     wait_reservations_gone,
 )
 from fabriccheck.executors.ray.runner import RayHostRunner
-from fabriccheck.executors.ray.session import connect, disconnect, map_ray_error, ray_get
 from fabriccheck.inventory.ray import IDLE_RESOURCE, RayNode, cluster_state, nodes_from_state
+from fabriccheck.inventory.ray_session import connect, disconnect, map_ray_error, ray_get
 from fabriccheck.models import RawResult, Test, nic_node
 from fabriccheck.probes.launch import ProbeLaunch
 

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from fabriccheck.errors import ConnectError, TaskTimeout
 from fabriccheck.executors.launch_runner import StepOutput
-from fabriccheck.executors.ray.session import ray_get
+from fabriccheck.inventory.ray_session import ray_get
 from fabriccheck.probes.launch import HostCommand
 
 
