@@ -182,8 +182,8 @@ def test_cli_bad_inventory_is_exit_2_before_anything_connects(tmp_path: Path, ca
 
     f = tmp_path / "inv.yaml"
     f.write_text(_edit("user: root,", "usr: root,"))
-    code = main(["gate", "--topology", "lab-4", "--executor", "ssh", "--inventory", str(f),
-                 "--json"])  # fmt: skip
+    code = main(["gate", "host[1-4]", "--topology", "lab-4", "--executor", "ssh",
+                 "--inventory", str(f), "--json"])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.startswith(f"error: {f}:ssh.usr: unknown field 'usr'") and "Traceback" not in err

@@ -141,7 +141,7 @@ def test_a_misspelt_key_is_refused_with_a_hint(tmp_path: Path, fmt, data) -> Non
 CLI = {
     "topology": lambda p: ["topology", "validate", p],
     "faults": lambda p: ["sweep", "--topology", "roce-rail-64", "--faults", p, "--json"],
-    "spec": lambda p: ["gate", "--topology", "lab-4", "--spec", p, "--json"],
+    "spec": lambda p: ["gate", "host[1-4]", "--topology", "lab-4", "--spec", p, "--json"],
 }
 
 
