@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fabriccheck.executors.sim import SimExecutor
@@ -193,6 +193,12 @@ def check_random_sweep(nodes, fabric_kind, kind, rails, seed, glitch, mix):
     check(res, fs, topo)
 
 
+# failures long runs found, pinned (both were fabric-slowness misjudged as peers: 2 slow nodes
+# of 8 passed "like their peers" and the run said healthy, or were split into 4 bad NICs each)
+@example(nodes=8, fabric_kind="infiniband", kind="rail-optimized", rails=8, seed=41887,
+         glitch=0.01, mix=(2, 1, 0, 1, 0))
+@example(nodes=8, fabric_kind="roce", kind="fat-tree", rails=8, seed=44041, glitch=0.02,
+         mix=(2, 2, 0, 1, 2))
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**SWEEP_SCENARIOS)
 def test_property_faults_found_and_no_healthy_node_drained(nodes, fabric_kind, kind, rails,
