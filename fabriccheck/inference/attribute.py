@@ -134,17 +134,24 @@ def infer(
     pinned = {t: n for t, n in _pinned(fx.live, fx.cands).items()
               if t not in fx.ambiguous and t not in fx.shared}
     switch_of = _uncleared_switches(fx, view, good_links)
+    rivalled: list[Observation] = []  # a suspect node's failures a switch explains as well
+    devices = {nic_node(c[1]) for c in chosen.values() if c[0] != "link"}
     for comp in sorted(set(chosen.values())):
         if comp[0] == "node":
-            rival = _rival_switch(comp[1], by_comp[comp], fx.live, switch_of)
+            own = [o for o in by_comp[comp] if not (set(o.test.nodes) - {comp[1]}) & devices]
+            rival = _rival_switch(comp[1], own or by_comp[comp], fx.live, switch_of)
             _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails,
                         pinned, fx.shared, rival)
+            if rival and comp[1] in inf.node_suspects:
+                rivalled += own
         elif comp[0] == "nic":
             _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned)
     _co_suspects(fx.live, fx.cands, chosen, inf)
+    rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
                 for i, (o, c) in enumerate(zip(fx.live, fx.cands, strict=True))
-                if chosen.get(i, ("",))[0] == "link"]
+                if chosen.get(i, ("",))[0] == "link"
+                or (o.test.test_id in rival_ids and any(x[0] == "link" for x in c))]
     inf.links = localize_links(link_obs, ib=view.fabric == "infiniband")
     inf.links = _beyond_noise(inf.links, observations, view, fx.ambiguous | fx.shared,
                               len(inf.glitches))
@@ -311,10 +318,10 @@ def _uncleared_switches(fx: _Failures, view: FabricView, good_links: set[LinkKey
 def _rival_switch(node: str, obs: list[Observation], live: list[Observation],
                   switch_of: dict[str, frozenset[str]]) -> str | None:
     """A switch that explains ``node``'s failures as well as the node does: every failure of
-    the node crosses an un-cleared link of it, and another node's failures (tests without
-    ``node``) do too. Then the node is not convicted on pattern alone (a leaf with every
-    uplink at half speed makes all its nodes fail every cross-leaf test); a confirmation that
-    crosses no such link still can."""
+    the node (those with another blamed device aside) crosses an un-cleared link of it, and
+    another node's failures (tests without ``node``) do too. Then the node is not convicted on
+    pattern alone (a leaf with every uplink at half speed makes all its nodes fail every
+    cross-leaf test); a confirmation that crosses no such link still can."""
     common = frozenset.intersection(*(switch_of.get(o.test.test_id, frozenset()) for o in obs))
     for sw in sorted(common):
         if any(node not in o.test.nodes and sw in switch_of.get(o.test.test_id, ())

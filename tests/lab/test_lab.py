@@ -106,6 +106,25 @@ def test_sweep_over_ssh_localizes_the_throttled_uplink(lab: Lab) -> None:
     assert set(named) <= {("leaf-1", "spine-1"), ("leaf-2", "spine-1")}
 
 
+def test_throttled_nic_behind_a_throttled_uplink_is_never_a_silent_pass(lab: Lab) -> None:
+    """A slow NIC (host1, on leaf-1) and a slow uplink of the other leaf at once, over real
+    traffic: the NIC is named (drained) or both stay open suspects, and the run exits 1 either
+    way; nobody else is drained and nothing is called healthy."""
+    inject(lab, {"kind": "nic_degraded", "nic": "host1/eth0", "factor": 0.25},
+           {"kind": "link_degraded", "link": ["leaf-2", "spine-1"], "factor": 0.5})  # one call
+    result = sweep(lab)
+    assert result.exit_code == 1 and not result.healthy, result.extra.get("stop_reason")
+    assert set(result.drain) <= {"host1"}, result.drain
+    nic_named = "host1" in result.drain or any(s.startswith("host1") for s in result.suspects)
+    assert nic_named, (result.drain, result.suspects, [(v.name, v.state) for v in result.verdicts])
+    links = [tuple(sorted(lk)) for lk in result.bad_links] + [
+        tuple(sorted(c)) for s in [*result.link_suspects,
+                                   *result.extra.get("unconfirmed_link_failures", [])]
+        for c in s["candidates"]]
+    # the uplink is named, or its failures are on record for the next run to separate
+    assert ("leaf-2", "spine-1") in links or result.drain == ["host1"], (links, result.suspects)
+
+
 def test_allreduce_cpu_group_with_a_throttled_member_is_slower(lab: Lab) -> None:
     inject(lab, {"kind": "nic_degraded", "nic": "host1/eth0", "factor": 0.25})
     tests = [allreduce("slow", ("host1", "host2")), allreduce("fast", ("host3", "host4"))]
