@@ -198,3 +198,37 @@ def slurm_lab_fixture(nodes: int = 4):
             yield running
 
     return lab
+
+
+_TOPOLOGY = """name: slurm-{count}
+fabric: roce
+spec: lab-tcp
+gpus_per_node: 0
+nodes:
+{nodes}
+switches:
+  - {{name: leaf-1, tier: leaf}}
+  - {{name: leaf-2, tier: leaf}}
+  - {{name: spine-1, tier: spine}}
+links:
+{links}
+  - {{a: leaf-1, b: spine-1, gbps: 1}}
+  - {{a: leaf-2, b: spine-1, gbps: 1}}
+"""
+
+
+def write_lab_topology(directory, count: int) -> str:
+    """A topology file for the Slurm lab's nodes ``fcn1..fcnN``: one NIC each, half of them on
+    each of two leaves under one spine. Returns its path."""
+    names = [f"fcn{i}" for i in range(1, count + 1)]
+    per_leaf = (count + 1) // 2
+    text = _TOPOLOGY.format(
+        count=count,
+        nodes="\n".join(f"  - {{name: {n}, gpus: 0, nics: [{{name: eth0, rail: 0, gbps: 1}}]}}"
+                        for n in names),
+        links="\n".join(f"  - {{a: {n}/eth0, b: leaf-{1 + i // per_leaf}, gbps: 1}}"
+                        for i, n in enumerate(names)),
+    )  # fmt: skip
+    path = Path(directory) / f"slurm-{count}.yaml"
+    path.write_text(text)
+    return str(path)

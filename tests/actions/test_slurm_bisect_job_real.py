@@ -11,27 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from fabriccheck.cli.main import app
-from tests.slurmlab import REAL_SLURM, slurm_lab_fixture
+from tests.slurmlab import REAL_SLURM, slurm_lab_fixture, write_lab_topology
 
 pytestmark = REAL_SLURM
 
 lab = slurm_lab_fixture(nodes=4)
 
-TOPOLOGY = """name: slurm-4
-fabric: roce
-spec: lab-tcp
-gpus_per_node: 0
-nodes:
-{nodes}
-switches:
-  - {{name: leaf-1, tier: leaf}}
-  - {{name: leaf-2, tier: leaf}}
-  - {{name: spine-1, tier: spine}}
-links:
-{links}
-  - {{a: leaf-1, b: spine-1, gbps: 1}}
-  - {{a: leaf-2, b: spine-1, gbps: 1}}
-"""
 
 #: what the job prints: NCCL init lines of its 4 ranks (2 per node), then 3 watchdog reports
 #: (rank 3 on fcn2 silent), in the PyTorch 2.4+ / NCCL 2.2x formats; then it stays alive
@@ -48,16 +33,7 @@ sleep 300
 
 @pytest.fixture
 def topo_file(tmp_path) -> str:
-    names = [f"fcn{i}" for i in range(1, 5)]
-    text = TOPOLOGY.format(
-        nodes="\n".join(f"  - {{name: {n}, gpus: 0, nics: [{{name: eth0, rail: 0, gbps: 1}}]}}"
-                        for n in names),
-        links="\n".join(f"  - {{a: {n}/eth0, b: leaf-{1 + i // 2}, gbps: 1}}"
-                        for i, n in enumerate(names)),
-    )  # fmt: skip
-    path = tmp_path / "slurm-4.yaml"
-    path.write_text(text)
-    return str(path)
+    return write_lab_topology(tmp_path, 4)
 
 
 def test_bisect_job_reads_nodes_and_log_from_slurm(lab, topo_file, tmp_path, monkeypatch):

@@ -19,25 +19,10 @@ from fabriccheck.specs import resolve_spec  # noqa: E402
 from fabriccheck.store import Store  # noqa: E402
 from fabriccheck.topology import load_topology  # noqa: E402
 from tests.doubles import PassThrough  # noqa: E402
-from tests.slurmlab import REAL_SLURM, slurm_lab_fixture  # noqa: E402
+from tests.slurmlab import REAL_SLURM, slurm_lab_fixture, write_lab_topology  # noqa: E402
 
 pytestmark = REAL_SLURM
 
-TOPOLOGY = """name: slurm-6
-fabric: roce
-spec: lab-tcp
-gpus_per_node: 0
-nodes:
-{nodes}
-switches:
-  - {{name: leaf-1, tier: leaf}}
-  - {{name: leaf-2, tier: leaf}}
-  - {{name: spine-1, tier: spine}}
-links:
-{links}
-  - {{a: leaf-1, b: spine-1, gbps: 1}}
-  - {{a: leaf-2, b: spine-1, gbps: 1}}
-"""
 
 
 lab = slurm_lab_fixture(nodes=6)
@@ -45,16 +30,7 @@ lab = slurm_lab_fixture(nodes=6)
 
 @pytest.fixture
 def topo(tmp_path):
-    names = [f"fcn{i}" for i in range(1, 7)]
-    text = TOPOLOGY.format(
-        nodes="\n".join(f"  - {{name: {n}, gpus: 0, nics: [{{name: eth0, rail: 0, gbps: 1}}]}}"
-                        for n in names),
-        links="\n".join(f"  - {{a: {n}/eth0, b: leaf-{1 + i // 3}, gbps: 1}}"
-                        for i, n in enumerate(names)),
-    )  # fmt: skip
-    path = tmp_path / "slurm-6.yaml"
-    path.write_text(text)
-    return load_topology(str(path))
+    return load_topology(write_lab_topology(tmp_path, 6))
 
 
 class Watching(PassThrough):
