@@ -68,6 +68,30 @@ def _act(
         return FAILED, str(exc)
 
 
+def _act_batch(actions: list[PlannedAction], actuator: Actuator | None, apply: bool
+               ) -> list[tuple[str, str]]:
+    """Do planned actions of one kind; an actuator with batched calls (``take_out_many`` /
+    ``give_back_many``: one scheduler call per batch of nodes) gets them all at once."""
+    many = None
+    if actuator is not None and apply and actions:
+        many = getattr(actuator, "take_out_many" if actions[0].action == "drain"
+                       else "give_back_many", None)
+    if many is None:
+        return [_act(a, actuator, apply) for a in actions]
+    drain = actions[0].action == "drain"
+    done = many({a.node: a.reason for a in actions} if drain else [a.node for a in actions])
+    out = []
+    for a in actions:
+        detail = done.get(a.node, "not done")
+        if isinstance(detail, ExecutorError):
+            out.append((FAILED, str(detail)))
+        elif drain:
+            out.append((APPLIED, str(detail)))
+        else:
+            out.append((APPLIED if detail in ("resumed", "returned") else DRY_RUN, str(detail)))
+    return out
+
+
 def apply_run_outcome(
     result: RunResult,
     *,
@@ -121,13 +145,11 @@ def apply_run_outcome(
             store.record_action(a.node, a.action, backend=backend_name, status=status,
                                 reason=a.reason, evidence=a.evidence, run_id=run_id)  # fmt: skip
 
-    for a in plan.drain:
-        if plan.withheld:
-            record(a, WITHHELD, "drain budget exceeded (see actions.reason)")
-        else:
-            record(a, *_act(a, actuator, apply))
-    for a in plan.resume:
-        record(a, *_act(a, actuator, apply))
+    for a in plan.drain if plan.withheld else ():
+        record(a, WITHHELD, "drain budget exceeded (see actions.reason)")
+    for actions in ([] if plan.withheld else plan.drain, plan.resume):
+        for a, outcome in zip(actions, _act_batch(actions, actuator, apply), strict=True):
+            record(a, *outcome)
     for node, why in plan.unconfirmed.items():
         log.info("not acting on %s: %s", node, why)
 

@@ -86,3 +86,32 @@ def test_without_backend_or_store_it_only_plans(tmp_path):
     out = apply_run_outcome(result, max_drain=0.2)
     assert out["backend"] == "none" and [a["status"] for a in out["done"]] == ["dry-run"]
     assert out["done"][0]["detail"] == "no scheduler backend"
+
+
+class BatchRecorder(Recorder):
+    """An actuator with batched calls (as the Kubernetes one has): the pipeline must use them."""
+
+    backend = "kubernetes"
+
+    def take_out_many(self, reasons):
+        self.calls.append(("take_out_many", sorted(reasons)))
+        return dict.fromkeys(reasons, "cordoned+tainted+labelled")
+
+    def give_back_many(self, nodes):
+        self.calls.append(("give_back_many", sorted(nodes)))
+        return dict.fromkeys(nodes, "returned")
+
+
+def test_an_actuator_with_batched_calls_gets_one_call_per_kind(tmp_path):
+    names = nodes(32)
+    slow = {"node-005": 96.0, "node-011": 96.0, "node-020": 96.0}
+    bad = build_run(names, node_gbps=slow, seed=3)
+    act = BatchRecorder()
+    store = Store(tmp_path / "h.sqlite")
+    out = apply_run_outcome(bad, store=store, backend=act, apply=True, max_drain=0.2)
+    drained = sorted(a["node"] for a in out["done"] if a["status"] == "applied")
+    assert act.calls == [("take_out_many", drained)] and drained == sorted(slow)
+    out = apply_run_outcome(build_run(names, seed=4), store=store, backend=act, apply=True)
+    assert act.calls[-1] == ("give_back_many", sorted(slow))
+    assert {a["status"] for a in out["done"]} == {"applied"}
+    store.close()
