@@ -122,7 +122,7 @@ def infer(
     _collect_unreachable(observations, inf)
     _attribute_hangs([o for o in observations if o.status == HANG], inf)
     fx = _failures([o for o in observations if o.status == FAIL], view, inf, good_links,
-                   retested_ok)
+                   retested_ok, _all_failed_ends(observations, view))
     chosen = _hitting_set(fx.cands, [set(o.test.nodes) for o in fx.live])
     by_comp: dict[Comp, list[Observation]] = defaultdict(list)
     for o, c in zip(fx.live, fx.cands, strict=True):
@@ -212,11 +212,12 @@ def _collect_unreachable(observations: Sequence[Observation], inf: Inference) ->
 
 
 def _failures(fails: list[Observation], view: FabricView, inf: Inference,
-              good_links: set[LinkKey], retested_ok: set[str]) -> _Failures:
+              good_links: set[LinkKey], retested_ok: set[str],
+              all_failed: set[tuple[int, str, str]] = frozenset()) -> _Failures:  # type: ignore[assignment]
     """Each failure's candidates: its un-cleared nodes, NICs and links (none for a failure a
     same-route retest passed: a glitch)."""
     roce = view.fabric == "roce"
-    ambiguous = _roce_collisions(fails, view) if roce else set()
+    ambiguous = _roce_collisions(fails, view, skip=all_failed) if roce else set()
     inf.ambiguous = sorted(ambiguous)
     # devices: any failure that shares a leaf end with another failure of its round may be
     # contention (whatever its value), so it never convicts a node or NIC without confirmation
@@ -395,7 +396,34 @@ def _attribute_hangs(hangs: list[Observation], inf: Inference) -> None:
                                               ids)
 
 
-def _roce_collisions(fails: list[Observation], view: FabricView, tol: float = 0.08) -> set[str]:
+def _all_failed_ends(observations: Sequence[Observation], view: FabricView,
+                     min_flows: int = 3) -> set[tuple[int, str, str]]:
+    """RoCE: ``(round, leaf, out|in)`` ends of leaves where every one of ``min_flows`` or more
+    cross-leaf flows of the run failed at that end. Contention is the luck of one round's
+    hashing; a leaf end where every flow of every round failed is not unlucky, its uplinks are
+    slow (a whole leaf at half speed makes each flow fail at half, and each pair of them "fits
+    one link")."""
+    att = view.topology.attachment
+    tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])  # [fails, flows]
+    rounds: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for o in observations:
+        if o.status not in (PASS, FAIL):
+            continue
+        for f in o.test.flows:
+            s, d = att.get(f.src), att.get(f.dst)
+            if s is None or d is None or s == d:
+                continue
+            for end in ((s, "out"), (d, "in")):
+                tally[end][1] += 1
+                tally[end][0] += o.status == FAIL
+                rounds[end].add(o.test.round)
+    return {(r, *end) for end, (k, n) in tally.items() if n >= min_flows and k == n
+            for r in rounds[end]}
+
+
+def _roce_collisions(fails: list[Observation], view: FabricView, tol: float = 0.08,
+                     skip: set[tuple[int, str, str]] = frozenset(),  # type: ignore[assignment]
+                     ) -> set[str]:
     """RoCE: failing cross-leaf tests of one round that contention can explain.
 
     Flows hashed onto one link share it and fail together; what they get adds up to at most
@@ -419,10 +447,12 @@ def _roce_collisions(fails: list[Observation], view: FabricView, tol: float = 0.
             ends[(o.test.round, s, "out")].append(o)
             ends[(o.test.round, d, "in")].append(o)
     out: set[str] = set()
+    slow_end = {o.test.test_id for end in skip for o in ends.get(end, ())}
     for group in ends.values():
         for o in group:
             cap = (1 + tol) * o.expected  # type: ignore[operator]
-            if any(p is not o and o.value + p.value <= cap for p in group):  # type: ignore[operator]
+            if o.test.test_id not in slow_end and any(
+                    p is not o and o.value + p.value <= cap for p in group):  # type: ignore[operator]
                 out.add(o.test.test_id)
     return out
 
