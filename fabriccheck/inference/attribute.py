@@ -83,6 +83,20 @@ def _fmt(o: Observation) -> str:
     return f"{o.test.test_id} {o.value:.1f} {o.unit}"
 
 
+def listing(items: Sequence[str], most: int = 4) -> str:
+    """``a, b, c, d (+2 more)``: a list cut short says so.
+
+    >>> listing(["a", "b", "c"], 2)
+    'a, b (+1 more)'
+    """
+    more = f" (+{len(items) - most} more)" if len(items) > most else ""
+    return ", ".join(items[:most]) + more
+
+
+def _values(obs: Sequence[Observation], most: int = 4) -> str:
+    return listing([_fmt(o) for o in obs], most)
+
+
 @dataclass
 class _Failures:
     """The failing observations left to explain, each with its un-cleared candidates."""
@@ -134,6 +148,11 @@ def infer(
     pinned = {t: n for t, n in _pinned(fx.live, fx.cands).items()
               if t not in fx.ambiguous and t not in fx.shared}
     switch_of = _uncleared_switches(fx, view, good_links)
+    passes_of: dict[str, list[Observation]] = defaultdict(list)
+    for o in observations:
+        if o.status == PASS:
+            for n in o.test.nodes:
+                passes_of[n].append(o)
     rivalled: list[Observation] = []  # a suspect node's failures a switch explains as well
     devices = {nic_node(c[1]) for c in chosen.values() if c[0] != "link"}
     for comp in sorted(set(chosen.values())):
@@ -145,7 +164,8 @@ def infer(
             if rival and comp[1] in inf.node_suspects:
                 rivalled += own
         elif comp[0] == "nic":
-            _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned)
+            _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned,
+                       passes_of.get(nic_node(comp[1]), ()))
     _co_suspects(fx.live, fx.cands, chosen, inf)
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
@@ -350,9 +370,8 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
     strong = (len(clean) >= min_fails and (len(rails) >= 2 or len(clean) >= 2 * min_fails)
               and rival is None)
     ids = tuple(o.test.test_id for o in obs)
-    vals = ", ".join(_fmt(o) for o in obs[:4])
     reason = (f"failed {len(obs)} test(s) with {len(partners)} partner(s) "
-              f"({', '.join(sorted(partners)[:4])}) and passed none: {vals}")
+              f"({listing(sorted(partners))}) and passed none; failed: {_values(obs)}")
     if len(partners) >= 2 and (strong or (confirmed and len(obs) >= confirmed_min)):
         inf.bad_nodes[node] = Verdict("node", node, BAD, reason, ids)
     else:
@@ -362,16 +381,17 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
 
 
 def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int,
-               pinned: dict[str, str]) -> None:
+               pinned: dict[str, str], node_passes: Sequence[Observation] = ()) -> None:
     node = nic_node(nic)
     partners = _partners(node, obs)
     confirmed = any(o.test.purpose == "confirm" and pinned.get(o.test.test_id) == node
                     for o in obs)
     ids = tuple(o.test.test_id for o in obs)
-    vals = ", ".join(_fmt(o) for o in obs[:4])
-    other = "its node's other rails pass" if node in inf.good_nodes else "single-rail node"
+    others = [o for o in node_passes if nic not in o.test.nics]
+    other = (f"its node's other rails pass: {_values(others, 3)}" if others
+             else "no other rail of its node passed a test")
     reason = (f"failed {len(obs)} test(s) with {len(partners)} partner(s) "
-              f"({', '.join(sorted(partners)[:4])}), never passed; {other}: {vals}")
+              f"({listing(sorted(partners))}), never passed; failed: {_values(obs)}; {other}")
     if len(partners) >= 2 and confirmed and len(obs) >= confirmed_min:
         inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason, ids)
     else:
@@ -388,7 +408,7 @@ def _attribute_hangs(hangs: list[Observation], inf: Inference) -> None:
         partners = _partners(node, obs)
         ids = tuple(o.test.test_id for o in obs)
         reason = (f"{len(obs)} test(s) hung (killed at timeout) with {len(partners)} partner(s) "
-                  f"({', '.join(sorted(partners)[:4])}); it finished no test")
+                  f"({listing(sorted(partners))}); it finished no test")
         if len(partners) >= 2 and len(obs) >= 2:
             inf.hung[node] = Verdict("node", node, BAD, "hung: " + reason, ids)
         else:

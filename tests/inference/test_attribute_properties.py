@@ -140,3 +140,29 @@ def test_blame_needs_a_failing_observation_long(rows, fabric):
 @given(rows=histories, extra=extra_test, fabric=fabrics)
 def test_a_passing_observation_never_convicts_a_healthy_part_long(rows, extra, fabric):
     check_a_pass_never_convicts(rows, extra, fabric)
+
+
+def check_explanations_have_the_right_sign(rows, fabric):
+    """Issue 15: a verdict's "why" cites failing tests under "failed:" and passing tests under
+    "pass:", never the other way round; a cut list says "(+N more)"."""
+    import re
+
+    obs = observations(rows, fabric)
+    inf = infer(obs, VIEWS[fabric])
+    status = {o.test.test_id: o.status for o in obs}
+    for v in [*inf.bad_nodes.values(), *inf.node_suspects.values(), *inf.bad_nics.values(),
+              *inf.nic_suspects.values()]:
+        failed = re.search(r"failed: (.*?)(?:; |$)", v.reason)
+        passed = re.search(r"pass: (.*?)(?:; |$)", v.reason)
+        for part, want in ((failed, FAIL), (passed, PASS)):
+            for tid in re.findall(r"r\d+-\d+", part.group(1) if part else ""):
+                assert status[tid] == want, (v.name, v.reason, tid)
+        partners = re.search(r"with (\d+) partner\(s\) \(([^)]*)", v.reason)
+        if partners and int(partners.group(1)) > 4:
+            assert "more" in v.reason, v.reason
+
+
+@fast
+@given(rows=histories, fabric=fabrics)
+def test_explanations_cite_failures_as_failures_and_passes_as_passes(rows, fabric):
+    check_explanations_have_the_right_sign(rows, fabric)
