@@ -43,7 +43,7 @@ _SIGNS: dict[str, re.Pattern[str]] = {
         r"Unable to init the socket connection|Failed to modify QP|ethernet_read_keys|"
         r"Couldn't connect to \S+:\d+|Unable to Connect the HCA's|Parser function exited", re.M),
     "nccl-tests": re.compile(
-        r"nThread \d+ nGpus \d+|^\s*#?\s*size\s+count\s+type\b|Out of bounds values\s*:|"
+        r"nThreads?:? \d+ nGpus:? \d+|^\s*#?\s*size\s+count\s+type\b|Out of bounds values\s*:|"
         r"Avg bus bandwidth\s*:|: Test (?:NCCL|CUDA) failure|Collective test (?:starting|"
         r"concluded)|\b\w+_perf(?:_mpi)?\b|^\s*\d+\s+\d+\s+[a-z]\w*\s+(?:\w+\s+)?-?[\d.]+\s+"
         r"[\d.]+\s+[\d.]+\s+[\d.]+\s+(?:\d+|N/A|[\d.e+-]+)\s+[\d.]+", re.M),

@@ -20,6 +20,7 @@ from fabriccheck.probes._text import (
     dedupe_errors,
     nccl_line_error,
     ordered_unique,
+    split_label,
     to_float,
     to_int,
 )
@@ -37,7 +38,10 @@ from fabriccheck.probes.results import (
     ToolError,
 )
 
-_HEADER_RE = re.compile(r"^\s*#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)$")
+#: ``# nThread 1 nGpus 8 minBytes ...``; rccl-tests: ``# nThreads: 1 nGpus: 2 nRanks: 1 ...``
+_HEADER_RE = re.compile(r"^\s*#?\s*nThreads?:?\s+(\d+)\s+nGpus:?\s+(\d+)\b(.*)$")
+#: rccl-tests header names -> nccl-tests ones
+_HEADER_ALIASES = {"warmupIters": "warmup iters"}
 _KV_RE = re.compile(r"([A-Za-z_][\w ]*?):?\s+(-?\d+)(?:\((\w+)\))?")
 _RANK_RE = re.compile(
     r"^\s*#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
@@ -53,7 +57,6 @@ _ROW_PREFIX_RE = re.compile(r"^\s*(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s)|\d+:(?=\s)
 _ROW_GLUE_RE = re.compile(
     r"[A-Za-z][\w.-]*/\d+ \[\d+\]:|(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s))")
 _TYPE_RE = re.compile(r"^[A-Za-z][\w]*$")
-_LABEL_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]*|\d+):\s(.*)$")
 
 
 @dataclass
@@ -147,9 +150,9 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
         if m:
             st.collective = _collective(m.group(1) + "_perf")
             return True
-    m = _LABEL_RE.match(s)  # pdsh `host: ` / srun -l `3: ` on every line
-    if m and depth == 0:
-        return _feed(st, m.group(1), lineno, depth + 1)
+    rest = split_label(s) if depth == 0 else None  # pdsh `host: ` on every line
+    if rest is not None:
+        return _feed(st, rest, lineno, depth + 1)
     return False
 
 
@@ -171,7 +174,8 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
     if m:
         hdr = {"nThread": int(m.group(1)), "nGpus": int(m.group(2))}
         for k, v, _unit in _KV_RE.findall(m.group(3)):
-            hdr[k.strip()] = int(v)
+            k = k.strip()
+            hdr[_HEADER_ALIASES.get(k, k)] = int(v)
         st.headers.append(hdr)
         st.recognized += 1
         return True
@@ -349,6 +353,14 @@ def _footer_errors(st: _State) -> list[ToolError]:
     return out
 
 
+def _hosts(st: _State, error_hosts: list[str]) -> tuple[str, ...]:
+    """Hosts from the rank lines and errors; NCCL log-line prefixes only when no rank line
+    names a host (they may be placeholders, e.g. ``hostname:3442:3442``)."""
+    if st.rank_hosts:
+        return ordered_unique([*st.rank_hosts, *error_hosts])
+    return ordered_unique([*error_hosts, *st.info_hosts])
+
+
 def _finish(st: _State, text: str) -> NcclTestsResult:
     errors = _setup_errors(st) + st.errors + _footer_errors(st)
     primary = {e.host for e in errors if e.kind in ("nccl", "cuda", "timeout")}
@@ -375,7 +387,7 @@ def _finish(st: _State, text: str) -> NcclTestsResult:
         status=status,
         rows=tuple(st.rows),
         collective=st.collective,
-        hosts=ordered_unique([*st.rank_hosts, *error_hosts, *st.info_hosts]),
+        hosts=_hosts(st, error_hosts),
         ranks=len(st.ranks) or (st.nranks or 0),
         avg_busbw_gbps=st.avg,
         errors=dedupe_errors(errors),

@@ -93,6 +93,7 @@ class _State:
     lat_rows: list[PerftestLatencyRow] = field(default_factory=list)
     closed: bool = True  # a separator followed the last row
     errors: list[ToolError] = field(default_factory=list)
+    warnings: list[ToolError] = field(default_factory=list)
     recognized: int = 0
 
 
@@ -161,7 +162,7 @@ def _feed(st: _State, line: str, lineno: int) -> None:
         st.lids[m.group(1)].append(m.group(2))
         st.recognized += 1
         return
-    if st.cols and s[0].isdigit() and _feed_row(st, s):
+    if st.cols and s[0].isdigit() and _feed_row(st, s, lineno):
         return
     _feed_error(st, s, lineno)
 
@@ -196,17 +197,35 @@ def _feed_box(st: _State, line: str) -> bool:
     return True
 
 
-def _feed_row(st: _State, s: str) -> bool:
+def _feed_row(st: _State, s: str, lineno: int) -> bool:
     toks = s.split()
-    if len(toks) < len(st.cols) or len(toks) > len(st.cols) + 4:
+    if len(toks) > len(st.cols) + 4 or len(toks) < 3:
         return False
-    vals = dict(zip(st.cols, toks, strict=False))
-    size, iters = to_int(vals.get("#bytes", "")), to_int(vals.get("#iterations", ""))
-    if size is None or size < 0:
+    size, iters = to_int(toks[0]), to_int(toks[1])
+    if size is None or size < 0 or iters is None:
         return False
-    nums = {k: to_float(v) for k, v in vals.items() if k not in ("#bytes", "#iterations")}
-    if any(v is None for v in nums.values()):
-        return False
+    nums = [to_float(t) for t in toks[2:len(st.cols)]]
+    if len(toks) >= len(st.cols) and all(v is not None for v in nums):
+        _add_row(st, size, iters, dict(zip(st.cols[2:], nums, strict=False)))
+        return True
+    # columns run together (``2465.901216.65``) or missing: keep only the values before the
+    # first unreadable one, which sit in their own columns for sure; never guess the rest
+    bad = next((i for i, v in enumerate(nums) if v is None), None)
+    if bad is None or bad == 0 or len(toks) > len(st.cols):
+        st.warnings.append(ToolError(
+            "row_format", f"line {lineno}: result row with {len(toks)} values for "
+            f"{len(st.cols)} columns; not read (columns run together?)", line=lineno))
+        st.recognized += 1
+        return True
+    kept = dict(zip(st.cols[2:2 + bad], nums[:bad], strict=True))
+    st.warnings.append(ToolError(
+        "row_format", f"line {lineno}: columns run together from {st.cols[2 + bad]!r} on "
+        f"({toks[2 + bad]!r}); kept the first {bad + 2} values", line=lineno))
+    _add_row(st, size, iters, kept)
+    return True
+
+
+def _add_row(st: _State, size: int, iters: int | None, nums: dict[str, float | None]) -> None:
     if st.latency:
         st.lat_rows.append(PerftestLatencyRow(
             size_bytes=size, iterations=iters, t_min_us=nums.get("t_min"),
@@ -225,7 +244,6 @@ def _feed_row(st: _State, s: str) -> bool:
         ))  # fmt: skip
     st.closed = False
     st.recognized += 1
-    return True
 
 
 def _feed_error(st: _State, s: str, lineno: int) -> None:
@@ -264,6 +282,8 @@ def _finish(st: _State, text: str) -> PerftestResult:
     elif st.recognized == 0:
         status = UNPARSEABLE if text.strip() else INCOMPLETE
         reason = "no perftest header, table or error line" if text.strip() else "no output"
+    elif not has_rows and st.warnings:
+        status, reason = INCOMPLETE, st.warnings[0].message
     elif not has_rows:
         status, reason = INCOMPLETE, "no result rows (waiting for the peer, killed or hung?)"
     elif not st.closed:
@@ -283,6 +303,7 @@ def _finish(st: _State, text: str) -> PerftestResult:
         program=st.program,
         unit=st.unit,
         loopback=loopback,
+        warnings=tuple(st.warnings),
     )
 
 

@@ -1,0 +1,96 @@
+"""Launcher prefixes (Ray/SkyPilot, mpirun --tag-output, srun -l, pdsh), ANSI noise, rccl-tests
+header fields and perftest rows whose columns ran together."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabriccheck.probes._text import clean_line, split_label
+from fabriccheck.probes.detect import detect_tool, parse_text
+from fabriccheck.probes.nccl_tests import parse_nccl_tests
+from fabriccheck.probes.perftest import parse_perftest
+from tests.conftest import LOCAL_FIXTURES
+
+
+def _local(relpath: str) -> str:
+    """A fixture of this suite without its first ``# models:`` line."""
+    return (LOCAL_FIXTURES / relpath).read_text(encoding="utf-8").partition("\n")[2]
+
+
+@pytest.mark.parametrize(("line", "want"), [
+    ("(head, rank=0, pid=3808) [1,0]<stdout>:# Using devices", "# Using devices"),
+    ("(pid=123, ip=10.0.0.2) iperf Done.", "iperf Done."),
+    ("(MyActor pid=7) n1:2:3 [0] NCCL WARN x", "n1:2:3 [0] NCCL WARN x"),
+    ("(raylet) hello [repeated 3x across cluster]", "hello"),
+    ("[1,0]<stdout>:# nThread 1 nGpus 1", "# nThread 1 nGpus 1"),
+    ("[prterun-h-1@1,3]<stderr>: Couldn't connect to 10.0.0.1:18515",
+     "Couldn't connect to 10.0.0.1:18515"),
+    ("12: # Avg bus bandwidth    : 1.5", "# Avg bus bandwidth    : 1.5"),
+    ("\x1b[1;32m[  5]   0.00-1.00   sec\x1b[0m", "[  5]   0.00-1.00   sec"),
+    ("trainer/0 [0]:[rank0]: boom", "[rank0]: boom"),
+    ("   1024   16  float", "   1024   16  float"),  # a row is not an srun label
+])
+def test_clean_line_strips_launcher_prefixes(line, want):
+    assert clean_line(line) == want
+
+
+def test_split_label_is_only_a_fallback():
+    assert split_label("node-3: # nThread 1 nGpus 8") == "# nThread 1 nGpus 8"
+    assert split_label("# nThread 1 nGpus 8") is None
+
+
+def test_skypilot_ray_and_tag_output_prefixes():
+    text = _local("nccl-tests/nccl_allgather_2node_skypilot_ray_and_tag_output_synthetic.txt")
+    assert detect_tool(text) == "nccl-tests"
+    r = parse_nccl_tests(text)
+    assert r.status == "ok" and r.ranks == 4
+    assert r.hosts == ("node-head", "node-worker1")
+    assert [(x.size_bytes, x.redop, x.busbw_gbps) for x in r.rows] == [
+        (1024, "none", 0.03), (2048, "none", 0.05)]
+    assert (r.min_bytes, r.max_bytes, r.validation) == (1024, 2048, 1)
+
+
+@pytest.mark.parametrize("label", ["srun", "pdsh", "ansi"])
+def test_every_line_labelled(label):
+    text = _local("nccl-tests/nccl_allgather_2node_skypilot_ray_and_tag_output_synthetic.txt")
+    lines = [clean_line(x) for x in text.splitlines()]
+    wrap = {"srun": "0: {}", "pdsh": "node-head: {}", "ansi": "\x1b[0m{}\x1b[K"}[label]
+    r = parse_text("\n".join(wrap.format(x) for x in lines))
+    assert r.status == "ok" and len(r.rows) == 2 and r.rows[1].busbw_inplace_gbps == 0.05
+
+
+def test_rccl_header_variant():
+    name = "nccl-tests/rccl_allreduce_header_variant_init_failure_synthetic.txt"
+    r = parse_nccl_tests(_local(name))
+    assert (r.min_bytes, r.max_bytes, r.validation) == (8, 134217728, 1)
+    assert r.status == "failed" and r.ranks == 2 and r.hosts == ("gpu-box-1",)
+    assert r.errors[0].kind == "nccl" and r.errors[0].host == "gpu-box-1"
+
+
+def test_info_line_prefix_is_not_a_host_when_rank_lines_name_them():
+    text = ("# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) validation: 1\n"
+            "#  Rank  0 Group  0 Pid  1 on real-host device  0 [0000:04:00] GPU\n"
+            "hostname:3442:3442 [0] NCCL INFO Launch mode Parallel\n")
+    assert parse_nccl_tests(text).hosts == ("real-host",)
+    assert parse_nccl_tests(text.split("\n", 2)[2]).hosts == ("hostname",)  # no rank lines
+
+
+def test_perftest_merged_columns_kept_in_part_with_a_warning():
+    r = parse_perftest(_local("perftest/ib_send_lat_server_merged_columns_synthetic.txt"))
+    assert r.status == "ok" and r.side == "server" and r.device == "rxe0"
+    (row,) = r.latency_rows
+    assert (row.size_bytes, row.iterations, row.t_min_us, row.t_max_us) == (2, 1000, 453.06,
+                                                                           37330.73)
+    assert (row.t_typical_us, row.t_avg_us) == (692.41, 928.05)
+    assert row.t_stdev_us is None and row.t_p99_us is None and row.t_p999_us is None
+    (w,) = r.warnings
+    assert w.kind == "row_format" and "t_stdev" in w.message and w.line == 14
+
+
+def test_perftest_row_short_of_columns_is_not_guessed():
+    """All numbers readable but one column missing: which one is unknown, so no row."""
+    head = (" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]"
+            "    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]\n")
+    r = parse_perftest(head + " 2       1000  1.24  5.19  1.27  1.27  0.00  5.19\n")
+    assert r.latency_rows == () and r.status == "incomplete"
+    assert "8 values for 9 columns" in r.reason and "hung" not in r.reason
