@@ -9,12 +9,13 @@ from fabriccheck.probes._text import clean_line, split_label
 from fabriccheck.probes.detect import detect_tool, parse_text
 from fabriccheck.probes.nccl_tests import parse_nccl_tests
 from fabriccheck.probes.perftest import parse_perftest
-from tests.conftest import LOCAL_FIXTURES
+from tests.conftest import LOCAL_FIXTURES, read_fixture
 
 
 def _local(relpath: str) -> str:
-    """A fixture of this suite without its first ``# models:`` line."""
-    return (LOCAL_FIXTURES / relpath).read_text(encoding="utf-8").partition("\n")[2]
+    """A fixture of this suite without its first ``# source:`` line."""
+    assert (LOCAL_FIXTURES / relpath).exists(), relpath
+    return read_fixture(relpath)
 
 
 @pytest.mark.parametrize(("line", "want"), [
