@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fabriccheck.cli.app import app, fail, out, write_json
+from fabriccheck.cli.app import app, exit_on_error, fail, out, write_json
 from fabriccheck.errors import ParseError
 from fabriccheck.probes import TOOLS
 
@@ -26,11 +26,14 @@ _HELP = (
 @app.command("parse", help=_HELP)
 def parse(
     file: Annotated[Path, typer.Argument(
-        help="Tool output file (a leading '# source:' line is ignored).")],
+        help="Tool output file, or '-' for stdin (a leading '# source:' line is ignored).")],
     tool: Annotated[str | None, typer.Option(
         "--tool", "-t", help="One of: " + ", ".join(TOOLS) + " (detected when omitted).")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print only the parse contract JSON on stdout.")] = False,
+    max_mb: Annotated[int, typer.Option(
+        "--max-mb", min=1, help="Refuse inputs larger than this (MiB); streams (pipes, '-' "
+        "for stdin) must also end within 30 s.")] = 64,
 ) -> None:
     """Parse one tool output file; see ``_HELP`` for the exit codes."""
     from fabriccheck.probes.detect import detect_tool, parse_text
@@ -39,12 +42,10 @@ def parse(
 
     if tool is not None and tool not in TOOLS:
         raise fail(f"--tool: unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
-    try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise fail(f"{file}: no such file") from None
-    except OSError as exc:
-        raise fail(f"{file}: cannot read: {exc.strerror or exc}") from None
+    from fabriccheck.probes._input import read_tool_output
+
+    with exit_on_error(one_line=True):
+        text = read_tool_output(str(file), max_bytes=max_mb * 2**20)
     try:
         name = tool or detect_tool(text)
         result = parse_text(text, name)
