@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabriccheck.probes._text import clean_line, dedupe_errors, to_float, to_int
+from fabriccheck.probes._text import clean_line, dedupe_errors, split_label, to_float, to_int
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -161,6 +161,9 @@ def _parse_text(text: str) -> Iperf3Result:
 
 def _feed_text(st: _Text, s: str, lineno: int) -> None:
     m = _LINE_RE.match(s)
+    if m is None and s[:1] != "[":
+        rest = split_label(s)  # pdsh `host: ` on every line
+        m = _LINE_RE.match(rest.strip()) if rest else None
     if m:
         st.recognized += 1
         _feed_interval(st, m)

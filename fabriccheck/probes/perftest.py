@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fabriccheck.probes._text import clean_line, dedupe_errors, to_float, to_int
+from fabriccheck.probes._text import clean_line, dedupe_errors, split_label, to_float, to_int
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -128,7 +128,7 @@ def parse_perftest(text: str) -> PerftestResult:
     return _finish(st, text)
 
 
-def _feed(st: _State, line: str, lineno: int) -> None:
+def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> None:
     s = line.strip()
     if not s:
         return
@@ -149,7 +149,8 @@ def _feed(st: _State, line: str, lineno: int) -> None:
             return
     m = _TITLE_RE.match(s)
     if m:
-        st.test = m.group(1)
+        label = split_label(s)  # titles hold no `: `; a `host: ` label is not the title
+        st.test = label.strip() if label else m.group(1)
         st.recognized += 1
         return
     if "#bytes" in s:
@@ -164,6 +165,13 @@ def _feed(st: _State, line: str, lineno: int) -> None:
         return
     if st.cols and s[0].isdigit() and _feed_row(st, s, lineno):
         return
+    is_error = any(rx.search(s) for rx, _ in _ERRORS)
+    rest = split_label(s) if depth == 0 and not is_error else None  # pdsh `host: ` labels
+    if rest is not None and rest.strip():
+        before = st.recognized
+        _feed(st, " " + rest, lineno, depth + 1)
+        if st.recognized > before:
+            return
     _feed_error(st, s, lineno)
 
 
