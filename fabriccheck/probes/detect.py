@@ -41,12 +41,15 @@ _SIGNS: dict[str, re.Pattern[str]] = {
         r"(?:BW|Latency) Test\s*$|#bytes\s+#iterations|Waiting for client to connect|"
         r"\b(?:local|remote) address: LID|\bib_(?:write|read|send|atomic)_(?:bw|lat)\b|"
         r"Unable to init the socket connection|Failed to modify QP|ethernet_read_keys|"
-        r"Couldn't connect to \S+:\d+|Unable to Connect the HCA's|Parser function exited", re.M),
+        r"Couldn't connect to \S+:\d+|Unable to Connect the HCA's|Parser function exited|"
+        r"Completion with error at (?:client|server)|Failed to complete run_iter_\w+", re.M),
     "nccl-tests": re.compile(
         r"nThreads?:? \d+ nGpus:? \d+|^\s*#?\s*size\s+count\s+type\b|Out of bounds values\s*:|"
         r"Avg bus bandwidth\s*:|: Test (?:NCCL|CUDA) failure|Collective test (?:starting|"
         r"concluded)|\b\w+_perf(?:_mpi)?\b|^\s*\d+\s+\d+\s+[a-z]\w*\s+(?:\w+\s+)?-?[\d.]+\s+"
-        r"[\d.]+\s+[\d.]+\s+[\d.]+\s+(?:\d+|N/A|[\d.e+-]+)\s+[\d.]+", re.M),
+        r"[\d.]+\s+[\d.]+\s+[\d.]+\s+(?:\d+|N/A|[\d.e+-]+)\s+[\d.]+|"
+        # a row tagged per write by the launcher: `[0]   1048576  262144  float  sum  -1[0]  ...`
+        r"^\s*\[\d+\]\s*\d+\s+\d+\s+[a-z]\w*\s+(?:\w+\s+)?-?\d+\[\d+\]\s", re.M),
     "nccl-log": re.compile(
         r"NCCL (?:INFO|WARN|ERROR)|ProcessGroupNCCL|Watchdog caught|\bXid \(|NVRM:|"
         r"ChildFailedError|torch\.distributed|mlx5_core|segfault at|Got completion from peer|"

@@ -95,3 +95,20 @@ def test_perftest_row_short_of_columns_is_not_guessed():
     r = parse_perftest(head + " 2       1000  1.24  5.19  1.27  1.27  0.00  5.19\n")
     assert r.latency_rows == () and r.status == "incomplete"
     assert "8 values for 9 columns" in r.reason and "hung" not in r.reason
+
+
+def test_detects_rows_tagged_per_write_without_a_header():
+    """A launcher that tags every write leaves `[0]` at the start and inside each row."""
+    text = ("[0]      1048576        262144     float     sum      -1[0]    1626.5    0.64    1.24"
+            "      0[0]    2302.3    0.46    0.87      0\n")
+    assert detect_tool(text) == "nccl-tests"
+    (row,) = parse_text(text).rows
+    assert (row.size_bytes, row.busbw_gbps, row.busbw_inplace_gbps) == (1048576, 1.24, 0.87)
+
+
+def test_detects_a_bare_perftest_completion_error():
+    text = ("Completion with error at client\n  Failed status 4: wr_id 0 syndrom 0x51\n"
+            "scnt=828, ccnt=700\n  Failed to complete run_iter_bw function successfully\n")
+    assert detect_tool(text) == "perftest"
+    r = parse_text(text)
+    assert r.status == "failed" and r.errors[1].status == "4" and r.errors[1].vendor_err == "0x51"
