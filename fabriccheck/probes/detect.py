@@ -14,6 +14,7 @@ from fabriccheck.probes.nccl_log import scan_nccl_log
 from fabriccheck.probes.nccl_tests import parse_nccl_tests
 from fabriccheck.probes.nccl_tests_json import looks_like_nccl_tests_json
 from fabriccheck.probes.perftest import parse_perftest
+from fabriccheck.probes.perftest_json import looks_like_perftest_json
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -78,6 +79,8 @@ def detect_tool(text: str) -> str:
     text = strip_source_line(text)
     if looks_like_nccl_tests_json(text):
         return "nccl-tests"
+    if looks_like_perftest_json(text):
+        return "perftest"
     head = text[:200_000]
     counts = {tool: len(_SIGNS[tool].findall(head)) for tool in _PRIORITY}
     if counts["nccl-tests"] and counts["nccl-tests"] >= counts["perftest"]:

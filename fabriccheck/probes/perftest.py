@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from fabriccheck.probes._text import clean_line, dedupe_errors, split_label, to_float, to_int
+from fabriccheck.probes.perftest_json import looks_like_perftest_json, parse_perftest_json
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -103,7 +104,8 @@ def parse_perftest(text: str) -> PerftestResult:
     Parameters
     ----------
     text
-        stdout and/or stderr of ``ib_write_bw`` & co.
+        stdout and/or stderr of ``ib_write_bw`` & co., or its ``--out_json`` report
+        (:mod:`fabriccheck.probes.perftest_json`).
 
     Returns
     -------
@@ -122,6 +124,8 @@ def parse_perftest(text: str) -> PerftestResult:
     >>> r.status, round(r.rows[0].bw_avg_gbps, 2)
     ('ok', 390.55)
     """
+    if looks_like_perftest_json(text):
+        return parse_perftest_json(text)
     st = _State()
     for lineno, raw in enumerate(text.splitlines(), 1):
         _feed(st, clean_line(raw), lineno)
