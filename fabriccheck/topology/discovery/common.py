@@ -152,7 +152,7 @@ class FabricBuild:
         ]
         if not self.gpus_per_node:
             lines.append("GPUs per node unknown (discovery cannot see them): written as 0; "
-                         "import with --gpus-per-node N to set them")
+                         "set gpus_per_node: N here")
         text = topology_to_yaml(topo, header=lines, link_counts=counts)
         topology_from_dict(parse_yaml(text, source), source=source)  # round-trip check
         return text, self.warnings
