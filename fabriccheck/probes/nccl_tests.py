@@ -57,6 +57,8 @@ _ROW_PREFIX_RE = re.compile(r"^\s*(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s)|\d+:(?=\s)
 _ROW_GLUE_RE = re.compile(
     r"[A-Za-z][\w.-]*/\d+ \[\d+\]:|(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s))")
 _TYPE_RE = re.compile(r"^[A-Za-z][\w]*$")
+#: the start of a plain result row (size, count, type): a row cut by a wrap starts like this
+_ROW_START_RE = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]\w*(?:\s|$)")
 
 
 @dataclass
@@ -117,9 +119,31 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     if looks_like_nccl_tests_json(text):
         return parse_nccl_tests_json(text)
     st = _State()
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        _feed(st, clean_line(raw), lineno)
+    for lineno, line in _unwrapped(text):
+        _feed(st, line, lineno)
     return _finish(st, text)
+
+
+def _unwrapped(text: str):
+    """(line number, cleaned line), with a result row that a terminal or a web page wrapped
+    onto two lines joined again -- only when the two halves make exactly one valid row."""
+    pending: tuple[int, str] | None = None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = clean_line(raw)
+        if pending is not None:
+            joined = f"{pending[1]} {line.strip()}"
+            if line.strip() and _parse_row(joined, _Schema()) is not None:
+                yield pending[0], joined
+                pending = None
+                continue
+            yield pending
+            pending = None
+        if _ROW_START_RE.match(line) and _parse_row(line, _Schema()) is None:
+            pending = (lineno, line)
+            continue
+        yield lineno, line
+    if pending is not None:
+        yield pending
 
 
 def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:

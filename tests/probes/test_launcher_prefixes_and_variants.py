@@ -112,3 +112,15 @@ def test_detects_a_bare_perftest_completion_error():
     assert detect_tool(text) == "perftest"
     r = parse_text(text)
     assert r.status == "failed" and r.errors[1].status == "4" and r.errors[1].vendor_err == "0x51"
+
+
+def test_row_wrapped_onto_two_lines_is_joined_only_when_exact():
+    head = "# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) validation: 1\n"
+    row = ("           8             2     float     sum      -1    135.8    0.00    0.00      0"
+           "    123.5    0.00    0.00      0")
+    foot = "\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 \n"
+    wrapped = head + row[:80] + "\n" + row[80:] + foot
+    r = parse_nccl_tests(wrapped)
+    assert r.status == "ok" and len(r.rows) == 1 and r.rows[0].time_inplace_us == 123.5
+    cut = head + row[:80] + "\n# Out of bounds values : 0 OK\n"  # killed mid-row: no row
+    assert parse_nccl_tests(cut).rows == ()
