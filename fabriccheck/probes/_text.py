@@ -151,6 +151,32 @@ def nccl_line_error(m: re.Match[str], line: int | None) -> ToolError | None:
     return None
 
 
+def ib_completion_cut(line: str) -> bool:
+    """True when ``line`` is a NCCL IB completion WARN cut before its end (a publication or a
+    terminal wrapped it): it names the peer and status but not yet the direction. A parser
+    then joins the next line when that one is no log record of its own
+    (:func:`joins_wrapped`).
+
+    >>> ib_completion_cut("n2:1:2 [0] net_ib.cc:1296 NCCL WARN NET/IB : Got completion from "
+    ...                   "peer 10.2.0.5<33092> with error 12, opcode 0, len")
+    True
+    """
+    return ("Got completion from peer" in line and IB_COMPLETION_RE.search(line) is not None
+            and not re.search(r"\((?:Send|Recv)\)", line))
+
+
+def joins_wrapped(line: str) -> bool:
+    """True when ``line`` can be the wrapped rest of the line before it: not empty and not the
+    start of a record (a NCCL log line, a ``#`` line, a table row, a launcher tag).
+
+    >>> joins_wrapped("0, vendor err 129 (Recv)"), joins_wrapped("n2:1:2 [0] NCCL INFO x")
+    (True, False)
+    """
+    s = line.strip()
+    return bool(s) and not (NCCL_LINE_RE.search(s) or s.startswith(("#", "[", "("))
+                            or re.match(r"\d+\s+\d+\s+[A-Za-z]", s))
+
+
 def dedupe_errors(errors: list[ToolError]) -> tuple[ToolError, ...]:
     """Errors in first-seen order with exact repeats (kind, host, hca, message) folded into
     ``count``."""

@@ -18,6 +18,8 @@ from fabriccheck.probes._text import (
     NCCL_LINE_RE,
     clean_line,
     dedupe_errors,
+    ib_completion_cut,
+    joins_wrapped,
     nccl_line_error,
     ordered_unique,
     split_label,
@@ -125,20 +127,23 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
 
 
 def _unwrapped(text: str):
-    """(line number, cleaned line), with a result row that a terminal or a web page wrapped
-    onto two lines joined again -- only when the two halves make exactly one valid row."""
+    """(line number, cleaned line), with a line that a terminal or a web page wrapped onto two
+    joined again: a result row only when the two halves make exactly one valid row; a NCCL IB
+    completion WARN cut before its ``(Send)``/``(Recv)`` when the next line is no record."""
     pending: tuple[int, str] | None = None
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = clean_line(raw)
         if pending is not None:
             joined = f"{pending[1]} {line.strip()}"
-            if line.strip() and _parse_row(joined, _Schema()) is not None:
+            if line.strip() and (_parse_row(joined, _Schema()) is not None or (
+                    ib_completion_cut(pending[1]) and joins_wrapped(line))):
                 yield pending[0], joined
                 pending = None
                 continue
             yield pending
             pending = None
-        if _ROW_START_RE.match(line) and _parse_row(line, _Schema()) is None:
+        if (_ROW_START_RE.match(line) and _parse_row(line, _Schema()) is None) or (
+                "NCCL WARN" in line and ib_completion_cut(line)):
             pending = (lineno, line)
             continue
         yield lineno, line

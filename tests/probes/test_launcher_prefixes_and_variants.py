@@ -124,3 +124,13 @@ def test_row_wrapped_onto_two_lines_is_joined_only_when_exact():
     assert r.status == "ok" and len(r.rows) == 1 and r.rows[0].time_inplace_us == 123.5
     cut = head + row[:80] + "\n# Out of bounds values : 0 OK\n"  # killed mid-row: no row
     assert parse_nccl_tests(cut).rows == ()
+
+
+def test_wrapped_ib_completion_warn_inside_nccl_tests_output():
+    text = ("# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) validation: 1\n"
+            "node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion "
+            "from peer 10.2.0.5<33092> with error 12, opcode 0, len\n"
+            "0, vendor err 129 (Recv)\n"
+            "node-2:5776:5902 [0] NCCL INFO transport/net.cc:1134 -> 6\n")
+    (e,) = [x for x in parse_nccl_tests(text).errors if x.kind == "ib_completion"]
+    assert (e.host, e.status, e.vendor_err, e.peer) == ("node-2", "12", "129", "10.2.0.5")
