@@ -209,35 +209,41 @@ def _feed_box(st: _State, line: str) -> bool:
     return True
 
 
+_INT_COLS = ("#bytes", "#iterations", "#sl")
+
+
 def _feed_row(st: _State, s: str, lineno: int) -> bool:
     toks = s.split()
-    if len(toks) > len(st.cols) + 4 or len(toks) < 3:
+    cols = st.cols
+    if len(toks) > len(cols) + 4 or len(toks) < 3:
         return False
-    size, iters = to_int(toks[0]), to_int(toks[1])
-    if size is None or size < 0 or iters is None:
+    vals = [to_int(t) if c in _INT_COLS else to_float(t) for c, t in zip(cols, toks, strict=False)]
+    keys = [i for i, c in enumerate(cols) if c in ("#bytes", "#iterations")]
+    if "#bytes" not in cols or any(i >= len(vals) or vals[i] is None or vals[i] < 0
+                                   for i in keys):
         return False
-    nums = [to_float(t) for t in toks[2:len(st.cols)]]
-    if len(toks) >= len(st.cols) and all(v is not None for v in nums):
-        _add_row(st, size, iters, dict(zip(st.cols[2:], nums, strict=False)))
+    if len(toks) >= len(cols) and all(v is not None for v in vals):
+        _add_row(st, dict(zip(cols, vals, strict=True)))
         return True
     # columns run together (``2465.901216.65``) or missing: keep only the values before the
     # first unreadable one, which sit in their own columns for sure; never guess the rest
-    bad = next((i for i, v in enumerate(nums) if v is None), None)
-    if bad is None or bad == 0 or len(toks) > len(st.cols):
+    bad = next((i for i, v in enumerate(vals) if v is None), None)
+    if bad is None or bad <= max(keys) + 1 or len(toks) > len(cols):
         st.warnings.append(ToolError(
             "row_format", f"line {lineno}: result row with {len(toks)} values for "
-            f"{len(st.cols)} columns; not read (columns run together?)", line=lineno))
+            f"{len(cols)} columns; not read (columns run together?)", line=lineno))
         st.recognized += 1
         return True
-    kept = dict(zip(st.cols[2:2 + bad], nums[:bad], strict=True))
     st.warnings.append(ToolError(
-        "row_format", f"line {lineno}: columns run together from {st.cols[2 + bad]!r} on "
-        f"({toks[2 + bad]!r}); kept the first {bad + 2} values", line=lineno))
-    _add_row(st, size, iters, kept)
+        "row_format", f"line {lineno}: columns run together from {cols[bad]!r} on "
+        f"({toks[bad]!r}); kept the first {bad} values", line=lineno))
+    _add_row(st, dict(zip(cols[:bad], vals[:bad], strict=True)))
     return True
 
 
-def _add_row(st: _State, size: int, iters: int | None, nums: dict[str, float | None]) -> None:
+def _add_row(st: _State, nums: dict[str, float | int | None]) -> None:
+    size, iters = int(nums["#bytes"] or 0), nums.get("#iterations")
+    iters = int(iters) if iters is not None else None
     if st.latency:
         st.lat_rows.append(PerftestLatencyRow(
             size_bytes=size, iterations=iters, t_min_us=nums.get("t_min"),

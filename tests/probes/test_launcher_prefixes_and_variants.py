@@ -134,3 +134,19 @@ def test_wrapped_ib_completion_warn_inside_nccl_tests_output():
             "node-2:5776:5902 [0] NCCL INFO transport/net.cc:1134 -> 6\n")
     (e,) = [x for x in parse_nccl_tests(text).errors if x.kind == "ib_completion"]
     assert (e.host, e.status, e.vendor_err, e.peer) == ("node-2", "12", "129", "10.2.0.5")
+
+
+@pytest.mark.parametrize(("header", "row", "avg"), [
+    (" #bytes    #sl      #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]",
+     " 65536      3          5000           391.25             390.87               0.745523",
+     390.87),  # --raw_qos: the #sl column sits before #iterations
+    (" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]   "
+     "BW Port1[Gb/sec]   MsgRate Port1[Mpps]   BW Port2[Gb/sec]   MsgRate Port2[Mpps]",
+     " 65536      5000           391.25             390.87\t\t   0.745523        195.4"
+     "            0.372            195.4            0.372", 390.87),  # --report-per-port
+])
+def test_perftest_qos_and_per_port_layouts(header, row, avg):
+    sep = "-" * 87
+    r = parse_perftest("\n".join([header, row, sep]))
+    assert r.status == "ok" and r.rows[0].size_bytes == 65536 and r.rows[0].iterations == 5000
+    assert r.rows[0].bw_avg_gbps == avg and r.rows[0].bw_peak_gbps == 391.25
