@@ -88,6 +88,10 @@ class _State:
     footer: bool = False
     recognized: int = 0
     nranks: int | None = None
+    #: set once a second test starts after the first one's footer (several tests run one after
+    #: another into one file): the names seen, and nothing more of them is read
+    later_tests: list[str] | None = None
+    later_awaiting: bool = False  # a later test was announced, its header not yet seen
 
 
 def parse_nccl_tests(text: str) -> NcclTestsResult:
@@ -155,6 +159,9 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
     s = line.strip()
     if not s:
         return True
+    if st.later_tests is not None:  # a second test after the first one's footer
+        _feed_later_test(st, s)
+        return True
     err = test_failure_error(s, lineno) if "Test " in s else None
     if err is not None:
         st.errors.append(err)
@@ -185,6 +192,29 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
     return False
 
 
+def _feed_later_test(st: _State, s: str) -> None:
+    """Name the tests after the first: a ``starting`` line, a banner or command naming a
+    ``*_perf`` binary announce one (its header then belongs to it); a header nobody announced
+    is one more test whose name is not known (``?``) until a name follows."""
+    tests = st.later_tests
+    assert tests is not None
+    m = _STARTING_RE.search(s)
+    name = _collective(m.group(2)) if m and m.group(1) == "starting" else None
+    if name is None and "_perf" in s and not s.startswith("#"):
+        p = _PROGRAM_RE.search(s)
+        name = _collective(p.group(1) + "_perf") if p else None
+    if name:
+        if tests and tests[-1] == "?":
+            tests[-1] = name
+        elif not (tests and tests[-1] == name and st.later_awaiting):
+            tests.append(name)
+        st.later_awaiting = True
+    elif _HEADER_RE.match(s):
+        if not st.later_awaiting:
+            tests.append("?")
+        st.later_awaiting = False
+
+
 def _feed_nccl_line(st: _State, m: re.Match[str], lineno: int) -> None:
     st.info_hosts.append(m["host"])
     err = nccl_line_error(m, lineno)
@@ -200,6 +230,9 @@ def _feed_nccl_line(st: _State, m: re.Match[str], lineno: int) -> None:
 
 def _feed_meta(st: _State, s: str, lineno: int) -> bool:
     m = _HEADER_RE.match(s)
+    if m and st.footer and st.rows:
+        st.later_tests, st.later_awaiting = ["?"], False
+        return True
     if m:
         hdr = {"nThread": int(m.group(1)), "nGpus": int(m.group(2))}
         for k, v, _unit in _KV_RE.findall(m.group(3)):
@@ -232,6 +265,9 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
         st.recognized += 1
         return True
     m = _STARTING_RE.search(s)
+    if m and m.group(1) == "starting" and st.footer and st.rows:
+        st.later_tests, st.later_awaiting = [_collective(m.group(2))], True
+        return True
     if m:
         st.collective = _collective(m.group(2))
         st.footer = st.footer or m.group(1) == "concluded"
@@ -392,6 +428,11 @@ def _hosts(st: _State, error_hosts: list[str]) -> tuple[str, ...]:
 
 def _finish(st: _State, text: str) -> NcclTestsResult:
     errors = _setup_errors(st) + st.errors + _footer_errors(st)
+    if st.later_tests is not None:
+        later = ", ".join(st.later_tests) or "?"
+        st.warnings.append(ToolError(
+            "several_tests", f"the output holds more tests after the first ({later}); only "
+            f"the first ({st.collective or '?'}) is read: parse each test's output apart"))
     primary = {e.host for e in errors if e.kind in ("nccl", "cuda", "timeout")}
     errors = [e for e in errors if not (e.kind == "test_failure" and e.host in primary)]
     if any(e.kind != "launcher" for e in errors):

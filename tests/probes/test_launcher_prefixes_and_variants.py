@@ -150,3 +150,21 @@ def test_perftest_qos_and_per_port_layouts(header, row, avg):
     r = parse_perftest("\n".join([header, row, sep]))
     assert r.status == "ok" and r.rows[0].size_bytes == 65536 and r.rows[0].iterations == 5000
     assert r.rows[0].bw_avg_gbps == avg and r.rows[0].bw_peak_gbps == 391.25
+
+
+def test_several_tests_one_after_another_read_the_first_with_a_warning():
+    """A script running several *_perf binaries into one file (rccl-tests users do): the first
+    test is read, the rest named in a warning -- never mixed into one table."""
+    def one(name: str, busbw: str) -> str:
+        return (f"======== {name}_perf ========\n# Collective test starting: {name}_perf\n"
+                "# nThread 1 nGpus 8 minBytes 8 maxBytes 8 step: 2(factor) validation: 1\n"
+                f"           8             2     float     sum      -1    13.5    0.00  {busbw}"
+                f"      0    12.3    0.00  {busbw}      0\n"
+                "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1 \n#\n"
+                f"# Collective test concluded: {name}_perf\n\n")
+    r = parse_nccl_tests(one("all_reduce", "1.00") + one("reduce_scatter", "9.00")
+                         + one("all_gather", "7.00"))
+    assert r.status == "ok" and r.collective == "all_reduce"
+    assert [x.busbw_gbps for x in r.rows] == [1.0] and not r.errors
+    (w,) = [x for x in r.warnings if x.kind == "several_tests"]
+    assert "(reduce_scatter, all_gather)" in w.message
