@@ -16,20 +16,17 @@ from dataclasses import dataclass, field
 from fabriccheck.probes._failure_lines import launcher_error, test_failure_error, usage_error
 from fabriccheck.probes._text import (
     NCCL_LINE_RE,
-    clean_line,
     dedupe_errors,
-    ib_completion_cut,
-    joins_wrapped,
     nccl_line_error,
     ordered_unique,
     split_label,
     to_float,
-    to_int,
 )
 from fabriccheck.probes.nccl_tests_json import (
     looks_like_nccl_tests_json,
     parse_nccl_tests_json,
 )
+from fabriccheck.probes.nccl_tests_rows import ROW_PREFIX_RE, Schema, parse_row, unwrapped_lines
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -53,28 +50,12 @@ _OOB_RE = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?"
 _AVG_RE = re.compile(r"^\s*#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
 _STARTING_RE = re.compile(r"Collective test (starting|concluded):\s*(\S+)")
 _PROGRAM_RE = re.compile(r"(?:^|[\s/])(\w+?)_perf(?:_mpi)?(?:\s|$)")
-_TIMESTAMP_RE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
-#: launcher tags a row can carry at its start or glued into it (``-1[0]``, ``N/Anode1: ``)
-_ROW_PREFIX_RE = re.compile(r"^\s*(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s)|\d+:(?=\s))")
-_ROW_GLUE_RE = re.compile(
-    r"[A-Za-z][\w.-]*/\d+ \[\d+\]:|(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s))")
-_TYPE_RE = re.compile(r"^[A-Za-z][\w]*$")
-#: the start of a plain result row (size, count, type): a row cut by a wrap starts like this
-_ROW_START_RE = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]\w*(?:\s|$)")
-
-
-@dataclass
-class _Schema:
-    has_root: bool | None = None
-    rel_error: bool | None = None  # `error` column (pre-2022-08) instead of `#wrong`
-
-
 @dataclass
 class _State:
     headers: list[dict[str, int]] = field(default_factory=list)
     ranks: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
     rank_hosts: list[str] = field(default_factory=list)
-    schema: _Schema = field(default_factory=_Schema)
+    schema: Schema = field(default_factory=Schema)
     rows: list[NcclRow] = field(default_factory=list)
     row_lines: list[int] = field(default_factory=list)
     errors: list[ToolError] = field(default_factory=list)
@@ -125,34 +106,9 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     if looks_like_nccl_tests_json(text):
         return parse_nccl_tests_json(text)
     st = _State()
-    for lineno, line in _unwrapped(text):
+    for lineno, line in unwrapped_lines(text):
         _feed(st, line, lineno)
     return _finish(st, text)
-
-
-def _unwrapped(text: str):
-    """(line number, cleaned line), with a line that a terminal or a web page wrapped onto two
-    joined again: a result row only when the two halves make exactly one valid row; a NCCL IB
-    completion WARN cut before its ``(Send)``/``(Recv)`` when the next line is no record."""
-    pending: tuple[int, str] | None = None
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = clean_line(raw)
-        if pending is not None:
-            joined = f"{pending[1]} {line.strip()}"
-            if line.strip() and (_parse_row(joined, _Schema()) is not None or (
-                    ib_completion_cut(pending[1]) and joins_wrapped(line))):
-                yield pending[0], joined
-                pending = None
-                continue
-            yield pending
-            pending = None
-        if (_ROW_START_RE.match(line) and _parse_row(line, _Schema()) is None) or (
-                "NCCL WARN" in line and ib_completion_cut(line)):
-            pending = (lineno, line)
-            continue
-        yield lineno, line
-    if pending is not None:
-        yield pending
 
 
 def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
@@ -251,7 +207,7 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
     body = s[1:].strip() if s.startswith("#") else s
     toks = body.split()
     if len(toks) >= 4 and toks[:3] == ["size", "count", "type"]:
-        st.schema = _Schema(has_root="root" in toks, rel_error="error" in toks)
+        st.schema = Schema(has_root="root" in toks, rel_error="error" in toks)
         st.recognized += 1
         return True
     m = _OOB_RE.match(s)
@@ -290,76 +246,18 @@ def _collective(program: str) -> str:
 def _feed_row(st: _State, s: str, lineno: int) -> bool:
     if not s[:1].isdigit() and not s.startswith(("[", "-")) and ":" not in s[:64]:
         return False
-    row = _parse_row(s, st.schema)
+    row = parse_row(s, st.schema)
     if row is None:
-        stripped = _ROW_PREFIX_RE.sub("", s, count=1)
+        stripped = ROW_PREFIX_RE.sub("", s, count=1)
         if stripped == s:
             return False
-        row = _parse_row(stripped, st.schema)
+        row = parse_row(stripped, st.schema)
         if row is None:
             return False
     st.rows.append(row)
     st.row_lines.append(lineno)
     st.recognized += 1
     return True
-
-
-def _parse_row(s: str, schema: _Schema) -> NcclRow | None:
-    if "[" in s or ":" in s:
-        s = _TIMESTAMP_RE.sub(" ", s)
-        s = _ROW_GLUE_RE.sub(" ", s)
-    toks = s.split()
-    if not 11 <= len(toks) <= 22:
-        return None
-    size, count = to_int(toks[0]), to_int(toks[1])
-    if size is None or count is None or size < 0 or count < 0 or not _TYPE_RE.match(toks[2]):
-        return None
-    i, redop = 3, None
-    if _TYPE_RE.match(toks[3]):
-        redop, i = toks[3], 4
-    rest = toks[i:]
-    root = None
-    if len(rest) in (9, 17):
-        root = to_int(rest[0])
-        if root is None:
-            return None
-        rest = rest[1:]
-    elif len(rest) not in (8, 16):
-        return None
-    half = len(rest) // 2
-    rel_error = schema.rel_error if schema.rel_error is not None else root is None
-    oop = _half(rest[:half], rel_error)
-    inp = _half(rest[half:], rel_error)
-    if oop is None or inp is None:
-        return None
-    return NcclRow(
-        size_bytes=size, count=count, dtype=toks[2], redop=redop, root=root,
-        time_us=oop[0], algbw_gbps=oop[1], busbw_gbps=oop[2], wrong=oop[3],
-        time_inplace_us=inp[0], algbw_inplace_gbps=inp[1], busbw_inplace_gbps=inp[2],
-        wrong_inplace=inp[3], max_rel_error=oop[4], max_rel_error_inplace=inp[4],
-    )  # fmt: skip
-
-
-def _half(toks: list[str], rel_error: bool):
-    """(time, algbw, busbw, wrong, rel_error) of one half-row, or None if it is not numbers."""
-    vals = [to_float(t) for t in toks[:3]]
-    if any(v is None or v < 0 for v in vals):
-        return None
-    cell = toks[3]
-    wrong: int | None = None
-    err: float | None = None
-    if cell != "N/A":
-        num = to_float(cell)
-        if num is None or num < 0:
-            return None
-        if rel_error:
-            err = num
-        else:
-            wrong = int(num)
-    for extra in toks[4:]:  # -I 1: i_min i_max i_p99 i_cv%
-        if to_float(extra) is None:
-            return None
-    return vals[0], vals[1], vals[2], wrong, err
 
 
 def _interleaved(rows: list[NcclRow]) -> bool:

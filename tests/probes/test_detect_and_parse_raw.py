@@ -16,6 +16,7 @@ from fabriccheck.probes import (
     iperf3,
     nccl_log,
     nccl_tests,
+    nccl_tests_rows,
     perftest,
     perftest_json,
     to_json,
@@ -75,8 +76,8 @@ def test_parse_text_unknown_tool():
 
 
 def test_docstring_examples_run():
-    for mod in (_failure_lines, _text, detect, iperf3, nccl_log, nccl_tests, perftest,
-                perftest_json, to_json):
+    for mod in (_failure_lines, _text, detect, iperf3, nccl_log, nccl_tests, nccl_tests_rows,
+                perftest, perftest_json, to_json):
         res = doctest.testmod(mod)
         assert res.failed == 0, mod.__name__
 
