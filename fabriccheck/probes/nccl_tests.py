@@ -73,6 +73,7 @@ class _State:
     #: another into one file): the names seen, and nothing more of them is read
     later_tests: list[str] | None = None
     later_awaiting: bool = False  # a later test was announced, its header not yet seen
+    next_name: str | None = None  # a collective announced after the first test's footer
 
 
 def parse_nccl_tests(text: str) -> NcclTestsResult:
@@ -137,10 +138,13 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
         st.errors.append(err)
         st.recognized += err.kind != "launcher"
         return True
-    if st.collective is None and "_perf" in s:
+    if "_perf" in s and (st.collective is None or (st.footer and st.rows)):
         m = _PROGRAM_RE.search(s)
-        if m:
+        if m and st.collective is None:
             st.collective = _collective(m.group(1) + "_perf")
+            return True
+        if m:  # a banner or command after the first test's footer announces the next one
+            st.next_name = _collective(m.group(1) + "_perf")
             return True
     rest = split_label(s) if depth == 0 else None  # pdsh `host: ` on every line
     if rest is not None:
@@ -186,14 +190,14 @@ def _feed_nccl_line(st: _State, m: re.Match[str], lineno: int) -> None:
 
 def _feed_meta(st: _State, s: str, lineno: int) -> bool:
     m = _HEADER_RE.match(s)
-    if m and st.footer and st.rows:
-        st.later_tests, st.later_awaiting = ["?"], False
-        return True
     if m:
         hdr = {"nThread": int(m.group(1)), "nGpus": int(m.group(2))}
         for k, v, _unit in _KV_RE.findall(m.group(3)):
             k = k.strip()
             hdr[_HEADER_ALIASES.get(k, k)] = int(v)
+        if _another_test(st, hdr):
+            st.later_tests, st.later_awaiting = [st.next_name or "?"], False
+            return True
         st.headers.append(hdr)
         st.recognized += 1
         return True
@@ -222,7 +226,7 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
         return True
     m = _STARTING_RE.search(s)
     if m and m.group(1) == "starting" and st.footer and st.rows:
-        st.later_tests, st.later_awaiting = [_collective(m.group(2))], True
+        st.next_name = _collective(m.group(2))  # the header that follows decides
         return True
     if m:
         st.collective = _collective(m.group(2))
@@ -237,6 +241,16 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
             st.recognized += 1
         return True
     return False
+
+
+def _another_test(st: _State, hdr: dict[str, int]) -> bool:
+    """A header after the first test's footer starts another test when it names another
+    collective or other parameters. The same test again is left to the non-MPI-build check
+    (identical single-process tests look just like that)."""
+    if not (st.footer and st.rows):
+        return False
+    other = st.next_name is not None and st.next_name != st.collective
+    return other or bool(st.headers and hdr != st.headers[0])
 
 
 def _collective(program: str) -> str:

@@ -168,3 +168,15 @@ def test_several_tests_one_after_another_read_the_first_with_a_warning():
     assert [x.busbw_gbps for x in r.rows] == [1.0] and not r.errors
     (w,) = [x for x in r.warnings if x.kind == "several_tests"]
     assert "(reduce_scatter, all_gather)" in w.message
+
+
+def test_the_same_test_twice_is_still_the_non_mpi_check():
+    one = ("# Collective test starting: all_reduce_perf\n"
+           "# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) validation: 1\n"
+           "#  Rank  0 Group  0 Pid {pid} on {host} device  0 [0000:04:00] GPU\n"
+           "           8             2     float     sum      -1    13.5    0.00    1.00      0"
+           "    12.3    0.00    1.00      0\n"
+           "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 1 \n")
+    r = parse_nccl_tests(one.format(pid=1, host="a") + one.format(pid=2, host="b"))
+    assert r.status == "failed" and r.errors[0].kind == "setup"
+    assert not [w for w in r.warnings if w.kind == "several_tests"]
