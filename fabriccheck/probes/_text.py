@@ -74,7 +74,7 @@ def clean_line(line: str) -> str:
     if "<std" in line:
         line = TAG_RE.sub(" ", line)
         line = line[1:] if line.startswith(" ") and not line.startswith("  ") else line
-    if line[:1].isdigit() or line[:1] == " ":
+    if ": " in line[:12]:
         line = SRUN_RE.sub("", line, count=1)
     if "/" in line and "]:" in line:
         line = ROLE_RE.sub("", line)

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field
 from fabriccheck.probes._failure_lines import launcher_error, test_failure_error, usage_error
 from fabriccheck.probes._text import (
     NCCL_LINE_RE,
+    clean_line,
     dedupe_errors,
+    ib_completion_cut,
+    joins_wrapped,
     nccl_line_error,
     ordered_unique,
     split_label,
@@ -26,7 +29,7 @@ from fabriccheck.probes.nccl_tests_json import (
     looks_like_nccl_tests_json,
     parse_nccl_tests_json,
 )
-from fabriccheck.probes.nccl_tests_rows import ROW_PREFIX_RE, Schema, parse_row, unwrapped_lines
+from fabriccheck.probes.nccl_tests_rows import ROW_PREFIX_RE, ROW_START_RE, Schema, parse_row
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -107,9 +110,44 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     if looks_like_nccl_tests_json(text):
         return parse_nccl_tests_json(text)
     st = _State()
-    for lineno, line in unwrapped_lines(text):
-        _feed(st, line, lineno)
+    pending: tuple[int, str] | None = None  # a line a terminal or web page may have wrapped
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = clean_line(raw)
+        if pending is not None:
+            if _rejoin(st, pending, line):
+                pending = None
+                continue
+            if ib_completion_cut(pending[1]):
+                _feed(st, pending[1], pending[0])
+            pending = None
+        if "NCCL WARN" in line and ib_completion_cut(line):
+            pending = (lineno, line)  # fed with its rest, or alone, on the next line
+        elif not _feed(st, line, lineno) and ROW_START_RE.match(line):
+            pending = (lineno, line)  # a row start that is no row: its rest may follow
+    if pending is not None and ib_completion_cut(pending[1]):
+        _feed(st, pending[1], pending[0])
     return _finish(st, text)
+
+
+def _rejoin(st: _State, pending: tuple[int, str], line: str) -> bool:
+    """Join ``line`` to the ``pending`` one when the two make exactly one result row, or finish
+    a cut IB completion WARN (the next line being no record of its own)."""
+    lineno, first = pending
+    joined = f"{first} {line.strip()}"
+    if not line.strip():
+        return False
+    if ib_completion_cut(first):
+        if not joins_wrapped(line):
+            return False
+        _feed(st, joined, lineno)
+        return True
+    row = parse_row(joined, st.schema)
+    if row is None:
+        return False
+    st.rows.append(row)
+    st.row_lines.append(lineno)
+    st.recognized += 1
+    return True
 
 
 def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:

@@ -1,4 +1,4 @@
-"""nccl-tests result rows: one row's cells (every layout), and lines wrapped onto two joined.
+"""nccl-tests result rows: one row's cells, in every layout.
 
 Split on whitespace, never on column positions (tool-formats.md §1.1-1.4): 12 or 13 tokens
 before the halves (with or without ``root``), ``-I 1`` per-iteration columns, ``-S``
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fabriccheck.probes._text import clean_line, ib_completion_cut, joins_wrapped, to_float, to_int
+from fabriccheck.probes._text import to_float, to_int
 from fabriccheck.probes.results import NcclRow
 
 _TIMESTAMP_RE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
@@ -20,7 +20,7 @@ _ROW_GLUE_RE = re.compile(
     r"[A-Za-z][\w.-]*/\d+ \[\d+\]:|(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s))")
 _TYPE_RE = re.compile(r"^[A-Za-z][\w]*$")
 #: the start of a plain result row (size, count, type): a row cut by a wrap starts like this
-_ROW_START_RE = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]\w*(?:\s|$)")
+ROW_START_RE = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]\w*(?:\s|$)")
 
 
 @dataclass
@@ -94,28 +94,3 @@ def _half(toks: list[str], rel_error: bool):
         if to_float(extra) is None:
             return None
     return vals[0], vals[1], vals[2], wrong, err
-
-
-def unwrapped_lines(text: str):
-    """(line number, cleaned line), with a line that a terminal or a web page wrapped onto two
-    joined again: a result row only when the two halves make exactly one valid row; a NCCL IB
-    completion WARN cut before its ``(Send)``/``(Recv)`` when the next line is no record."""
-    pending: tuple[int, str] | None = None
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = clean_line(raw)
-        if pending is not None:
-            joined = f"{pending[1]} {line.strip()}"
-            if line.strip() and (parse_row(joined, Schema()) is not None or (
-                    ib_completion_cut(pending[1]) and joins_wrapped(line))):
-                yield pending[0], joined
-                pending = None
-                continue
-            yield pending
-            pending = None
-        if (_ROW_START_RE.match(line) and parse_row(line, Schema()) is None) or (
-                "NCCL WARN" in line and ib_completion_cut(line)):
-            pending = (lineno, line)
-            continue
-        yield lineno, line
-    if pending is not None:
-        yield pending
