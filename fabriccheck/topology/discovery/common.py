@@ -184,23 +184,18 @@ def tiers_from_hosts(adj: dict[str, set[str]], fixed: dict[str, str] | None = No
 
 
 def read_bounded(path: Path, *, max_bytes: int = MAX_DUMP_BYTES) -> str:
-    """A discovery file's text, refused in one line when it is larger than ``max_bytes``
-    (also for pipes and devices, read as streams) or unreadable.
+    """A discovery file's text, read like every tool output (:mod:`fabriccheck.probes._input`):
+    at most ``max_bytes``, pipes and devices as streams with a deadline, binary data refused,
+    UTF-16 decoded.
 
     Raises
     ------
     ConfigError
-        Missing, unreadable or too large.
+        Missing, unreadable, too large, endless or binary (one line naming the file).
     """
-    try:
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
-    except OSError as exc:
-        raise ConfigError(f"cannot read file: {exc.strerror or exc}", source=str(path)) from exc
-    if len(data) > max_bytes:
-        raise ConfigError(f"larger than {max_bytes // 2**20} MiB: not a discovery dump",
-                          source=str(path), hint="give the ibnetdiscover or lldpctl output")
-    return data.decode("utf-8", errors="replace")
+    from fabriccheck.probes._input import read_tool_output
+
+    return read_tool_output(path, max_bytes=max_bytes)
 
 
 def _largest_component(adj: dict[str, set[str]]) -> set[str]:

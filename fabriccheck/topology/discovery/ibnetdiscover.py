@@ -135,6 +135,9 @@ def import_ibnetdiscover(
     """
     source = str(path)
     text = read_bounded(Path(path))
+    if not text.strip():
+        raise ConfigError("empty file", source=source,
+                          hint="save the output of 'ibnetdiscover' (or 'ibnetdiscover -p') in it")
     try:
         fabric = parse_ibnetdiscover(text)
     except IbParseError as exc:

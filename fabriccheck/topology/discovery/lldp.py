@@ -261,6 +261,9 @@ def import_lldp(
     hosts: dict[str, LldpHost] = {}
     for f in files:
         text = read_bounded(f)
+        if not text.strip():
+            raise ConfigError("empty file", source=str(f),
+                              hint="save 'lldpcli show neighbors -f json0' of the host in it")
         try:
             parsed = parse_lldp(text)
         except ParseError as exc:
