@@ -4,7 +4,7 @@ imports back to the same hosts, NICs, links, speeds and tiers."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from fabriccheck.topology.discovery.common import FabricBuild
@@ -82,3 +82,37 @@ def test_three_tier_fat_tree_keeps_its_cores(pods, cores, ca_blocks):
     tiers = {s.name: s.tier for s in got.switches.values()}
     assert tiers == {s.name: s.tier for s in topo.switches.values()}
     assert sum(t == "core" for t in tiers.values()) == cores
+
+
+LINES = st.sampled_from([
+    'Switch 36 "S-01" # "sw-a" enhanced port 0 lid 1 lmc 0', 'Switch36 "S-02"# "MF0;sw-b:X/U1"',
+    'Ca 2 "H-10" # "host-1 mlx5_0"', 'Ca 1 "H-11" # "MT4123 ConnectX6 Mellanox Technologies"',
+    'Rt 2 "R-01" # "router"', '[1] "S-02"[1] # "sw-b" lid 2 4xHDR', '[2] "S-01"[2] # lid 1 1xSDR',
+    '[3](1/1/1) "H-10"[1](10) # "host-1 mlx5_0" lid 3 4xNDR', '[1](10) "S-01"[3] # lid 3 4x???',
+    '[4] "H-11"[1] # "MT4123 ConnectX6 Mellanox Technologies" lid 4 2xXDR',
+    '[5] "S-01"[5] # "sw-a"',
+    '[1] "H-12"[1] # "Mellanox Technologies Aggregation Node" lid 9 4xHDR', "sysimgguid=0x0a",
+    "", "#", "vendid=0x2c9", "garbage \x00 line", '[9] "S-99"[1]',
+])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(LINES, max_size=25), st.booleans())
+def test_any_dump_imports_or_is_refused_in_one_line(lines, newline):
+    import tempfile
+    from pathlib import Path
+
+    from fabriccheck.errors import FabricCheckError
+    from fabriccheck.topology.discovery.ibnetdiscover import import_ibnetdiscover
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "dump.txt"
+        path.write_text("\n".join(lines) + ("\n" if newline else ""))
+        try:
+            text, _warnings = import_ibnetdiscover(path)
+        except FabricCheckError as exc:
+            assert "\n" not in str(exc) and str(path) in str(exc)
+            event(f"refused: {str(exc).split(': ', 2)[-1][:30]}")
+            return
+        assert text.startswith("# imported from dump.txt")
+        event("imported")
