@@ -48,42 +48,43 @@ def _first(value: Any, key: str = "value") -> Any:
     return value
 
 
+def _text(value: Any) -> str:
+    """A JSON scalar as text ("" for anything else: lists, objects, null, booleans)."""
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) \
+        else ""
+
+
+def _dict0(value: Any) -> dict:
+    """The first dict of a json0 list, or the dict itself, else an empty one."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, dict) else {}
+
+
 def _neighbor_json(iface: str, body: dict) -> Neighbor | None:
     chassis = body.get("chassis")
-    sysname, chassis_id = None, None
+    sysname, chassis_id = "", ""
     if isinstance(chassis, list):  # json0
-        ch = chassis[0] if chassis else {}
-        sysname = _first(ch.get("name"))
-        chassis_id = _first(ch.get("id"))
+        ch = _dict0(chassis)
+        sysname, chassis_id = _text(_first(ch.get("name"))), _text(_first(ch.get("id")))
     elif isinstance(chassis, dict):  # keyed: {"<sysname>": {...}} or {"id": ...} when unnamed
         key, inner = next(iter(chassis.items()), ("", None))
         if len(chassis) == 1 and key != "id" and isinstance(inner, dict):
-            sysname, chassis_id = key, inner.get("id")
+            sysname, chassis_id = key, _text(_first(inner.get("id")))
         else:
-            chassis_id = chassis.get("id")
-    if isinstance(chassis_id, dict):
-        chassis_id = chassis_id.get("value")
-    port = body.get("port")
-    port = port[0] if isinstance(port, list) and port else port
-    port_id = port.get("id") if isinstance(port, dict) else None
-    port_id = port_id[0] if isinstance(port_id, list) and port_id else port_id
-    pid_value = port_id.get("value", "") if isinstance(port_id, dict) else ""
-    pid_type = port_id.get("type", "") if isinstance(port_id, dict) else ""
-    name = sysname or (f"sw-{chassis_id}" if chassis_id else None)
+            chassis_id = _text(_first(chassis.get("id")))
+    port_id = _dict0(_dict0(body.get("port")).get("id"))
+    name = sysname or (f"sw-{chassis_id}" if chassis_id else "")
     if not name:
         return None
-    return Neighbor(iface, str(name), str(pid_value), str(pid_type),
-                    str(chassis_id) if isinstance(chassis_id, (str, int)) else "")
+    return Neighbor(iface, name, _text(port_id.get("value")), _text(port_id.get("type")),
+                    chassis_id)
 
 
 def _local_name(data: dict) -> str | None:
-    local = data.get("local-chassis")
-    if local is None:
-        return None
-    local = local[0] if isinstance(local, list) and local else local
-    chassis = local.get("chassis") if isinstance(local, dict) else None
+    chassis = _dict0(data.get("local-chassis")).get("chassis")
     if isinstance(chassis, list):
-        return _first(chassis[0].get("name")) if chassis else None
+        return _text(_first(_dict0(chassis).get("name"))) or None
     if isinstance(chassis, dict) and len(chassis) == 1:
         return next(iter(chassis))
     return None
@@ -132,7 +133,7 @@ def _parse_json(data: Any, body: str) -> LldpHost:
     ifaces = lldp.get("interface") or []
     if isinstance(ifaces, dict):
         ifaces = [ifaces]
-    for item in ifaces:
+    for item in ifaces if isinstance(ifaces, list) else []:
         if not isinstance(item, dict):
             continue
         if "name" in item and isinstance(item.get("name"), str):  # json0
