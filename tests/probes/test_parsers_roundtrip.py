@@ -137,3 +137,38 @@ def test_importers_give_a_fabric_or_a_parse_error(text):
             parse(text)
         except ParseError:
             pass
+
+
+JSON_KEYS = st.sampled_from([
+    "start", "end", "test_start", "protocol", "num_streams", "sum_sent", "sum_received", "sum",
+    "bits_per_second", "seconds", "retransmits", "lost_percent", "error", "connected",
+    "connecting_to", "host", "intervals", "event", "data", "test_info", "results", "MsgSize",
+    "n_iterations", "BW_peak", "BW_average", "t_avg", "t_min", "Device", "test", "version",
+    "config", "devices", "hostname", "size", "out_of_place", "in_place", "bus_bw", "nwrong",
+    "time", "out_of_bounds", "average_bus_bandwidth", "nccl_version", "args"])
+JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-3, 10**6),
+                      st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8))
+JSON_DOC = st.dictionaries(JSON_KEYS, st.recursive(JSON_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(JSON_KEYS, inner, max_size=4)),
+    max_leaves=30), min_size=1, max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_DOC, st.sampled_from([None, "nccl-tests", "perftest", "iperf3"]))
+def test_any_json_gives_a_result_or_a_parse_error(doc, tool):
+    import json
+
+    from fabriccheck.probes.iperf3 import parse_iperf3
+    from fabriccheck.probes.nccl_tests_json import parse_nccl_tests_json
+    from fabriccheck.probes.perftest_json import parse_perftest_json
+
+    text = json.dumps(doc, allow_nan=True)
+    try:
+        results = [parse_text(text, tool)]
+    except ParseError:
+        results = []
+    results += [parse_nccl_tests_json(text), parse_perftest_json(text), parse_iperf3(text),
+                parse_perftest_json(text, unit="MiB/sec")]
+    for result in results:
+        assert result.status in ("ok", "failed", "incomplete", "unparseable")
+        result_to_json(result)
