@@ -43,3 +43,17 @@ def test_corpus_file_parses_as_expected(entry):
     assert data["status"] != "unparseable", data["reason"]
     problems = _check_module().compare(entry["expected"], data)
     assert not problems, os.linesep.join(problems)
+
+
+SAMPLES = CORPUS.parent / "samples"
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLES.glob("*.txt")) if SAMPLES.is_dir() else [],
+                         ids=lambda p: p.name)
+def test_corpus_sample_is_detected_and_read(path):
+    """The six extra published samples have no expected values: each must at least be
+    detected and read (not refused, not unparseable)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    data = result_to_json(parse_text(text))
+    assert data["status"] != "unparseable", data["reason"]
+    assert data.get("rows") or data["errors"] or data.get("latency_rows") or data["status"] != "ok"
