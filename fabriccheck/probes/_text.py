@@ -8,13 +8,13 @@ import re
 from fabriccheck.probes.results import ToolError
 
 #: `mpirun --tag-output` / prterun tags: ``[1,0]<stdout>:``, ``[prterun-h-1@1,0]<stderr>:``
-TAG_RE = re.compile(r"\[[^\]\s]*?\d+,\d+\]<std(?:out|err)>:[ \t]?")
+TAG_RE = re.compile(r"\[[^\]\s]{0,64}?\d+,\d+\]<std(?:out|err)>:[ \t]?")
 #: torchx / TorchElastic role prefixes: ``trainer/0 [0]:``
 ROLE_RE = re.compile(r"^[\w.-]+/\d+ \[\d+\]:")
 #: Ray / SkyPilot worker prefixes: ``(head, rank=0, pid=3808) ``, ``(pid=123, ip=10.0.0.2) ``,
 #: ``(MyActor pid=7) ``, ``(raylet) ``; and Ray's dedup suffix ``[repeated 3x across cluster]``
 RAY_RE = re.compile(r"^\((?:[^()\n]*\bpid=\d+[^()\n]*|raylet[^()\n]*|autoscaler[^()\n]*)\) ?")
-RAY_REPEAT_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+RAY_REPEAT_RE = re.compile(r"\[repeated \d+x across cluster\]\s*$")
 #: ``srun -l`` task labels: ``0: ``, ``12: ``
 SRUN_RE = re.compile(r"^\s*\d+: ")
 #: ``pdsh`` / ``clush`` host labels ``node-3: `` (ambiguous: only tried when a line is unknown)
@@ -70,7 +70,8 @@ def clean_line(line: str) -> str:
         line = ANSI_RE.sub("", line)
     if line.startswith("("):
         line = RAY_RE.sub("", line, count=1)
-        line = RAY_REPEAT_RE.sub("", line)
+        if line.endswith(("cluster]", "cluster] ")):
+            line = RAY_REPEAT_RE.sub("", line).rstrip()
     if "<std" in line:
         line = TAG_RE.sub(" ", line)
         line = line[1:] if line.startswith(" ") and not line.startswith("  ") else line

@@ -56,6 +56,7 @@ _SIGNS: dict[str, re.Pattern[str]] = {
         r"ChildFailedError|torch\.distributed|mlx5_core|segfault at|Got completion from peer|"
         r"fallen off the bus|Root Cause \(first observed failure\)", re.M),
 }
+_WS_RUN_RE = re.compile(r"[ \t]{2,}")
 #: a tool's own signs beat the NCCL lines that ride along in its output
 _PRIORITY = ("iperf3", "perftest", "nccl-tests", "nccl-log")
 
@@ -81,7 +82,7 @@ def detect_tool(text: str) -> str:
         return "nccl-tests"
     if looks_like_perftest_json(text):
         return "perftest"
-    head = text[:200_000]
+    head = _WS_RUN_RE.sub(" ", text[:200_000])  # signs' `\s*` then stay linear
     counts = {tool: len(_SIGNS[tool].findall(head)) for tool in _PRIORITY}
     if counts["nccl-tests"] and counts["nccl-tests"] >= counts["perftest"]:
         counts["perftest"] = 0  # ib_* names never appear in nccl-tests output, the reverse may

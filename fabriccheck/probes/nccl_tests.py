@@ -44,7 +44,8 @@ from fabriccheck.probes.results import (
 _HEADER_RE = re.compile(r"^\s*#?\s*nThreads?:?\s+(\d+)\s+nGpus:?\s+(\d+)\b(.*)$")
 #: rccl-tests header names -> nccl-tests ones
 _HEADER_ALIASES = {"warmupIters": "warmup iters"}
-_KV_RE = re.compile(r"([A-Za-z_][\w ]*?):?\s+(-?\d+)(?:\((\w+)\))?")
+#: ``key[:] value`` pairs; keys of at most 4 bounded words, so a long line stays linear
+_KV_RE = re.compile(r"([A-Za-z_]\w{0,31}(?: [A-Za-z_]\w{0,31}){0,3}):?\s+(-?\d+)(?:\((\w+)\))?")
 _RANK_RE = re.compile(
     r"^\s*#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
     r"\s+device\s+(?P<dev>\d+)\s+\[(?P<pci>[^\]]*)\]\s*(?P<name>.*)$"
@@ -230,7 +231,7 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
     m = _HEADER_RE.match(s)
     if m:
         hdr = {"nThread": int(m.group(1)), "nGpus": int(m.group(2))}
-        for k, v, _unit in _KV_RE.findall(m.group(3)):
+        for k, v, _unit in _KV_RE.findall(m.group(3)[:2000]):
             k = k.strip()
             hdr[_HEADER_ALIASES.get(k, k)] = int(v)
         if _another_test(st, hdr):

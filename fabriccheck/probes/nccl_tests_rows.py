@@ -15,9 +15,9 @@ from fabriccheck.probes.results import NcclRow
 
 _TIMESTAMP_RE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
 #: launcher tags a row can carry at its start or glued into it (``-1[0]``, ``N/Anode1: ``)
-ROW_PREFIX_RE = re.compile(r"^\s*(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s)|\d+:(?=\s))")
-_ROW_GLUE_RE = re.compile(
-    r"[A-Za-z][\w.-]*/\d+ \[\d+\]:|(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s))")
+ROW_PREFIX_RE = re.compile(r"^\s*(?:\[\d+\]:?|[A-Za-z][\w.-]{0,63}:(?=\s)|\d+:(?=\s))")
+_ROW_GLUE_RE = re.compile(  # label lengths bounded: a long line stays linear
+    r"[A-Za-z][\w.-]{0,63}/\d+ \[\d+\]:|(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]{0,63}:(?=\s))")
 _TYPE_RE = re.compile(r"^[A-Za-z][\w]*$")
 #: the start of a plain result row (size, count, type): a row cut by a wrap starts like this
 ROW_START_RE = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]\w*(?:\s|$)")

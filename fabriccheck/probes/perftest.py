@@ -27,7 +27,6 @@ from fabriccheck.probes.results import (
 MIBPS_TO_GBPS = 2**20 * 8 / 1e9
 
 _TITLE_RE = re.compile(r"^\s*(\S.*?\b(?:BW|Latency) Test)\s*$")
-_KV_RE = re.compile(r"([A-Za-z][^:\t]*?)\s*:\s*(\S+)")
 _BOX_KEYS = {
     "Dual-port", "Number of qps", "Connection type", "PCIe relax order", "ibv_wr* API",
     "TX depth", "RX depth", "CQ Moderation", "CQE Poll Batch", "Mtu", "Link type", "GID index",
@@ -198,15 +197,31 @@ def _feed_columns(st: _State, s: str) -> None:
 
 
 def _feed_box(st: _State, line: str) -> bool:
-    pairs = _KV_RE.findall(line.replace("\t", "  \t"))
-    if not pairs or pairs[0][0].strip() not in _BOX_KEYS:
+    pairs = _box_pairs(line)
+    if not pairs or pairs[0][0] not in _BOX_KEYS:
         return False
     for key, value in pairs:
-        key = key.strip()
         if key in _BOX_KEYS:
             st.box.setdefault(key, value)
     st.recognized += 1
     return True
+
+
+def _box_pairs(line: str) -> list[tuple[str, str]]:
+    """``key : value`` pairs of a header-box line, one or two of them, separated by tabs or
+    (pasted text) spaces; a value is one token. Linear in the line, whatever it holds.
+
+    >>> _box_pairs(" Dual-port       : OFF          Device: rxe0")
+    [('Dual-port', 'OFF'), ('Device', 'rxe0')]
+    """
+    pairs: list[tuple[str, str]] = []
+    rest = line
+    while ":" in rest and len(pairs) < 4:
+        key, _, after = rest.partition(":")
+        toks = after.split(None, 1)
+        pairs.append((key.strip(), toks[0] if toks else ""))
+        rest = toks[1] if len(toks) > 1 else ""
+    return pairs
 
 
 _INT_COLS = ("#bytes", "#iterations", "#sl")
