@@ -20,7 +20,8 @@ from fabriccheck.topology.discovery.lldp import parse_lldp
 
 N = 100_000
 PREFIXES = ["", "# nThread 1 nGpus 1 ", " Device : ", "h:1:2 [0] NCCL WARN ", "(pid=1) ",
-            '[1] "S-1"[1] # ', "Interface: ", "[  5]   0.00-1.00   sec "]
+            '[1] "S-1"[1] # ', "Interface: ", "[  5]   0.00-1.00   sec ",
+            "Interface: eth0\n  SysName: x"]
 UNITS = ["ab ", "a", " ", "\t", "1x", "a:", "[1]", "0[0]", "nThread 1 nGpus 1 "]
 PARSERS = [parse_nccl_tests, parse_perftest, parse_iperf3, scan_nccl_log, detect_tool,
            parse_ibnetdiscover, parse_lldp]

@@ -148,7 +148,7 @@ def _parse_json(data: Any, body: str) -> LldpHost:
 
 
 _PLAIN_IFACE = re.compile(r"^Interface:\s*([^,\s]+)")
-_PLAIN_KV = re.compile(r"^\s+(SysName|ChassisID|PortID):\s*(.*?)\s*$")
+_PLAIN_KV = re.compile(r"^\s+(SysName|ChassisID|PortID):(.*)$")  # value stripped in code
 
 
 def _parse_plain(body: str) -> LldpHost:
@@ -173,7 +173,7 @@ def _parse_plain(body: str) -> LldpHost:
             continue
         m = _PLAIN_KV.match(line)
         if m and current and m.group(1) not in current:
-            current[m.group(1)] = m.group(2)
+            current[m.group(1)] = m.group(2).strip()
     flush()
     return host
 
