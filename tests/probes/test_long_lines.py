@@ -21,7 +21,9 @@ from fabriccheck.topology.discovery.lldp import parse_lldp
 N = 100_000
 PREFIXES = ["", "# nThread 1 nGpus 1 ", " Device : ", "h:1:2 [0] NCCL WARN ", "(pid=1) ",
             '[1] "S-1"[1] # ', "Interface: ", "[  5]   0.00-1.00   sec ",
-            "Interface: eth0\n  SysName: x"]
+            "Interface: eth0\n  SysName: x", "CA 1 1 0x1 4x QDR x",
+            "SW 1 1 0x1 4x QDR - CA 1 1 0x2 ( '"]
+UNITS_EXTRA = ["' - '"]
 UNITS = ["ab ", "a", " ", "\t", "1x", "a:", "[1]", "0[0]", "nThread 1 nGpus 1 "]
 PARSERS = [parse_nccl_tests, parse_perftest, parse_iperf3, scan_nccl_log, detect_tool,
            parse_ibnetdiscover, parse_lldp]
@@ -30,7 +32,7 @@ PARSERS = [parse_nccl_tests, parse_perftest, parse_iperf3, scan_nccl_log, detect
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("prefix", PREFIXES)
 def test_long_lines_finish(prefix):
-    for unit in UNITS:
+    for unit in UNITS + UNITS_EXTRA:
         line = prefix + unit * (N // len(unit)) + "\n"
         for parse in PARSERS:
             try:

@@ -26,12 +26,14 @@ _PORT = re.compile(
 )
 _SPEED = re.compile(r"\b(\d+)x\s*([A-Z0-9]+)\s*$")
 _QUOTED = re.compile(r'"([^"]*)"')
+#: ``SW 2 17 0x... 4x EDR - CA 5 1 0x... ( 'sw desc' - 'ca desc' )``: quoted descriptions
+#: hold no quote, so matching stays linear in the line
 _PPORT = re.compile(
     r"^(CA|SW)\s+\d+\s+(\d+)\s+(0x[0-9a-fA-F]+)\s+(\d+)x\s*(\S+)\s+-\s+(CA|SW)\s+\d+\s+(\d+)\s+"
-    r"(0x[0-9a-fA-F]+)\s+\(\s*'(.*)'\s+-\s+'(.*)'\s*\)\s*$"
+    r"(0x[0-9a-fA-F]+)\s+\(\s*'([^']*)'\s+-\s+'([^']*)'\s*\)\s*$"
 )
-_PPORT_UNLINKED = re.compile(
-    r"^(CA|SW)\s+\d+\s+\d+\s+(0x[0-9a-fA-F]+)\s+\d+x\s*\S+\s+(?:'(.*)'|(\S.*?))\s*$")
+_PPORT_UNLINKED = re.compile(  # the description is stripped in code (no backtracking)
+    r"^(CA|SW)\s+\d+\s+\d+\s+(0x[0-9a-fA-F]+)\s+\d+x\s*\S+\s+(?:'([^']*)'\s*$|(\S.*)$)")
 
 
 class IbParseError(ParseError):
