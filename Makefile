@@ -7,17 +7,24 @@ STAMPS := .stamps
 # Debian packages the tests need (lab: namespaces, sshd, tc, iperf3; reports: chromium).
 APT_PACKAGES ?= iproute2 iperf3 openssh-server openssh-client procps psmisc slurmctld slurmd slurm-client munge chromium fonts-dejavu-core
 
-.PHONY: all venv apt test demo lint bench clean
+.PHONY: all venv venv-core apt test test-long demo lint bench clean
 
 all: test
 
-$(STAMPS)/venv: pyproject.toml
+# The package alone (what `make demo` needs: no test tools, no torch).
+$(STAMPS)/venv-core: pyproject.toml
 	@mkdir -p $(STAMPS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	@touch $@
+
+# Everything the tests need: the test tools and the lab's CPU collective (torch, gloo).
+$(STAMPS)/venv: $(STAMPS)/venv-core
 	$(PY) -m pip install -q -e '.[test,lab]'
 	@touch $@
 
+venv-core: $(STAMPS)/venv-core
 venv: $(STAMPS)/venv
 
 $(STAMPS)/apt: Makefile
@@ -34,9 +41,13 @@ $(STAMPS)/apt: Makefile
 apt: $(STAMPS)/apt
 
 test: venv apt
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
 
-demo: venv
+# Long property runs (hundreds of hypothesis draws per property; minutes)
+test-long: venv apt
+	$(PY) -m pytest -q -m slow
+
+demo: venv-core
 	$(VENV)/bin/fabriccheck demo
 
 lint: venv

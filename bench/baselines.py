@@ -23,8 +23,8 @@ from fabriccheck.inference.evaluate import evaluate
 from fabriccheck.models import FAIL, HANG, PASS, Flow, Test
 from fabriccheck.planning.build import ring_flows
 from fabriccheck.planning.pairing import circle_matching
-from fabriccheck.planning.view import FabricView
 from fabriccheck.probes.detect import parse_raw
+from fabriccheck.topology.view import FabricView
 
 
 @dataclass

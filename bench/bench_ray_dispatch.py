@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fabriccheck import lab  # noqa: E402
-from fabriccheck.executors.ray_executor import RayExecutor  # noqa: E402
-from fabriccheck.executors.ray_session import connect, disconnect  # noqa: E402
+from fabriccheck.executors.ray.executor import RayExecutor  # noqa: E402
+from fabriccheck.inventory.ray_session import connect, disconnect  # noqa: E402
 from fabriccheck.models import Flow, Test  # noqa: E402
 from fabriccheck.probes.commands import build_launch  # noqa: E402
 from fabriccheck.probes.launch import HostCommand, ProbeLaunch  # noqa: E402

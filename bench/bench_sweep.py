@@ -30,10 +30,10 @@ from fabriccheck.models import FAIL, PASS, Observation, link_key  # noqa: E402
 from fabriccheck.orchestrator import run  # noqa: E402
 from fabriccheck.planning.build import RoundBuilder  # noqa: E402
 from fabriccheck.planning.pairing import pair_key, plan_rail_pairs  # noqa: E402
-from fabriccheck.planning.view import FabricView  # noqa: E402
 from fabriccheck.policy import SweepPolicy  # noqa: E402
 from fabriccheck.specs import resolve_spec  # noqa: E402
 from fabriccheck.topology import generate, load_topology  # noqa: E402
+from fabriccheck.topology.view import FabricView  # noqa: E402
 
 SIZES = (16, 128, 1024, 4096)
 

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from fabriccheck.errors import ConfigError
 from fabriccheck.models import LinkKey, link_key, nic_node
 
@@ -100,23 +98,12 @@ class FaultSet:
         """
         if data is None:
             return cls(source=source)
-        if not isinstance(data, Mapping):
-            raise ConfigError(
-                "expected a mapping with 'noise' and 'faults'", source=source,
-                hint="see DESIGN.md 'Faults file'",
-            )
-        unknown = sorted(set(data) - {"noise", "faults"})
-        if unknown:
-            raise ConfigError(
-                f"unknown key {unknown[0]!r}", source=source, field=unknown[0],
-                hint="allowed top-level keys: noise, faults",
-            )
-        noise = _parse_noise(data.get("noise"), source)
-        raw_faults = data.get("faults") or []
-        if not isinstance(raw_faults, list):
-            raise ConfigError("must be a list", source=source, field="faults",
-                              hint="write faults as a YAML list of {kind: ..., ...}")
-        faults = tuple(_parse_fault(f, i, source) for i, f in enumerate(raw_faults))
+        from fabriccheck.schema.base import check
+        from fabriccheck.schema.faults import FaultsFile
+
+        model = check(FaultsFile, data, source=source)
+        noise = Noise(jitter=model.noise.jitter, glitch_rate=model.noise.glitch_rate)
+        faults = tuple(_fault(f) for f in model.faults)
         return cls(noise=noise, faults=faults, source=source)
 
     def to_dict(self) -> dict[str, Any]:
@@ -204,20 +191,9 @@ def load_faults(path: str | Path) -> FaultSet:
     ConfigError
         Missing file, bad YAML, unknown kind or field, bad value.
     """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read faults file: {exc.strerror}", source=str(p),
-                          hint="check the --faults path") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"not valid YAML{where}", source=str(p),
-                          hint="fix the YAML syntax") from exc
-    return FaultSet.from_dict(data, source=str(p))
+    from fabriccheck.schema.yamlio import read_yaml
+
+    return FaultSet.from_dict(read_yaml(path, what="faults file"), source=str(path))
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -225,82 +201,9 @@ def _sorted(items: Iterable[str | None]) -> tuple[str, ...]:
     return tuple(sorted({i for i in items if i}))
 
 
-def _number(value: Any, source: str, field: str, lo: float, hi: float, *, lo_open: bool,
-            hi_open: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"must be a number, got {value!r}", source=source, field=field)
-    v = float(value)
-    bad_lo = v <= lo if lo_open else v < lo
-    bad_hi = v >= hi if hi_open else v > hi
-    if bad_lo or bad_hi:
-        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-        raise ConfigError(f"{v:g} is out of range {rng}", source=source, field=field)
-    return v
-
-
-def _parse_noise(raw: Any, source: str) -> Noise:
-    if raw is None:
-        return Noise()
-    if not isinstance(raw, Mapping):
-        raise ConfigError("must be a mapping {jitter, glitch_rate}", source=source, field="noise")
-    unknown = sorted(set(raw) - {"jitter", "glitch_rate"})
-    if unknown:
-        raise ConfigError(f"unknown key {unknown[0]!r}", source=source,
-                          field=f"noise.{unknown[0]}", hint="allowed: jitter, glitch_rate")
-    return Noise(
-        jitter=_number(raw.get("jitter", 0.0), source, "noise.jitter", 0.0, 0.5,
-                       lo_open=False, hi_open=False),
-        glitch_rate=_number(raw.get("glitch_rate", 0.0), source, "noise.glitch_rate", 0.0, 1.0,
-                            lo_open=False, hi_open=False),
-    )
-
-
-def _parse_fault(raw: Any, i: int, source: str) -> Fault:
-    where = f"faults[{i}]"
-    if not isinstance(raw, Mapping):
-        raise ConfigError("must be a mapping with 'kind'", source=source, field=where)
-    kind = raw.get("kind")
-    if kind not in KINDS:
-        raise ConfigError(f"unknown kind {kind!r}", source=source, field=f"{where}.kind",
-                          hint=f"use one of {', '.join(KINDS)}")
-    needed = KINDS[kind]
-    extra = sorted(set(raw) - {"kind", *needed})
-    if extra:
-        raise ConfigError(f"{kind} takes no field {extra[0]!r}", source=source,
-                          field=f"{where}.{extra[0]}", hint=f"{kind} takes {', '.join(needed)}")
-    for name in needed:
-        if name not in raw or raw[name] is None:
-            raise ConfigError(f"{kind} needs {name!r}", source=source, field=f"{where}.{name}",
-                              hint=f"{kind} takes {', '.join(needed)}")
-    fields: dict[str, Any] = {}
-    if "nic" in needed:
-        nic = raw["nic"]
-        if not isinstance(nic, str) or nic.count("/") != 1 or not all(nic.split("/")):
-            raise ConfigError(f"a NIC is written node/nic, got {nic!r}", source=source,
-                              field=f"{where}.nic", hint="e.g. node-017/mlx5_3")
-        fields["nic"] = nic
-    if "node" in needed:
-        node = raw["node"]
-        if not isinstance(node, str) or not node:
-            raise ConfigError(f"a node name is a string, got {node!r}", source=source,
-                              field=f"{where}.node")
-        fields["node"] = node
-    if "link" in needed:
-        link = raw["link"]
-        if (
-            not isinstance(link, (list, tuple))
-            or len(link) != 2
-            or not all(isinstance(e, str) and e for e in link)
-            or link[0] == link[1]
-        ):
-            raise ConfigError(f"a link is two different endpoints [a, b], got {link!r}",
-                              source=source, field=f"{where}.link",
-                              hint="e.g. [leaf-1-2, spine-3] or [node-001/mlx5_0, leaf-0-0]")
-        fields["link"] = link_key(link[0], link[1])
-    if "factor" in needed:
-        fields["factor"] = _number(raw["factor"], source, f"{where}.factor", 0.0, 1.0,
-                                   lo_open=True, hi_open=True)
-    if "probability" in needed:
-        fields["probability"] = _number(raw["probability"], source, f"{where}.probability",
-                                        0.0, 1.0, lo_open=True, hi_open=False)
-    return Fault(kind=kind, **fields)
+def _fault(model: Any) -> Fault:
+    """A validated fault model (:mod:`fabriccheck.schema.faults`) -> a :class:`Fault`."""
+    fields = {name: getattr(model, name) for name in KINDS[model.kind]}
+    if "link" in fields:
+        fields["link"] = link_key(*fields["link"])
+    return Fault(kind=model.kind, **fields)

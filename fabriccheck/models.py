@@ -10,29 +10,111 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import Enum
+from typing import Any, NamedTuple
 
-#: the probes fabriccheck knows (DESIGN.md "Words")
-PROBES = ("nccl", "ib_write_bw", "iperf3", "allreduce-cpu")
+
+class StrEnum(str, Enum):
+    """An enum whose members are their string values everywhere (JSON, f-strings, ``==``)."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class Probe(StrEnum):
+    """The probes fabriccheck knows (DESIGN.md "Words")."""
+
+    NCCL = "nccl"
+    IB_WRITE_BW = "ib_write_bw"
+    IPERF3 = "iperf3"
+    ALLREDUCE_CPU = "allreduce-cpu"
+
+
+class Purpose(StrEnum):
+    """Why a test runs."""
+
+    SWEEP = "sweep"  # a pairing round (or an untested node's first test)
+    SCALE = "scale"  # a collective over a group at scale (4x/8x)
+    CONFIRM = "confirm"  # a suspect against known-good partners
+    LOCALIZE = "localize"  # link tomography: retests and probes of candidate links
+    BISECT = "bisect"  # a part of a failing group, padded with known-good nodes
+    PREFLIGHT = "preflight"  # node-local checks before any traffic
+
+
+class Status(StrEnum):
+    """How one observation ended."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    HANG = "hang"
+    UNREACHABLE = "unreachable"
+    ERROR = "error"
+
+
+class State(StrEnum):
+    """A component's verdict (DESIGN.md "Words")."""
+
+    HEALTHY = "healthy"
+    SUSPECT = "suspect"
+    BAD = "bad"
+    UNREACHABLE = "unreachable"
+    UNTESTED = "untested"
+    FLAKY = "flaky"  # fails some tests and passes others, beyond what noise explains
+
+
+class RoundKind(StrEnum):
+    """What a round is for (progress lines and the report name it)."""
+
+    SWEEP = "sweep"
+    SCALE = "scale"
+    FOLLOW_UP = "follow-up"
+
+
+#: the probes fabriccheck knows
+PROBES = tuple(p.value for p in Probe)
 
 #: Observation.status values
-PASS, FAIL, HANG, UNREACHABLE, ERROR = "pass", "fail", "hang", "unreachable", "error"
-STATUSES = (PASS, FAIL, HANG, UNREACHABLE, ERROR)
+PASS, FAIL, HANG, UNREACHABLE, ERROR = (Status.PASS, Status.FAIL, Status.HANG,
+                                        Status.UNREACHABLE, Status.ERROR)
+STATUSES = tuple(Status)
 
-#: Verdict.state values (DESIGN.md "Words")
-HEALTHY, SUSPECT, BAD, UNTESTED = "healthy", "suspect", "bad", "untested"
-STATES = (HEALTHY, SUSPECT, BAD, UNREACHABLE, UNTESTED)
-
-LinkKey = tuple[str, str]
+#: Verdict.state values
+HEALTHY, SUSPECT, BAD, UNTESTED = State.HEALTHY, State.SUSPECT, State.BAD, State.UNTESTED
+STATES = tuple(State)
 
 
-def link_key(a: str, b: str) -> LinkKey:
+class Link(NamedTuple):
+    """A switch link as the ordered pair of its endpoints (make one with :meth:`of`).
+
+    It is a tuple, so it is written to JSON as ``[a, b]`` and compares equal to ``(a, b)``.
+
+    >>> Link.of("spine-1", "leaf-0-0")
+    Link(a='leaf-0-0', b='spine-1')
+    >>> str(Link.of("spine-1", "leaf-0-0"))
+    'leaf-0-0 -- spine-1'
+    """
+
+    a: str
+    b: str
+
+    @classmethod
+    def of(cls, x: str, y: str) -> Link:
+        return cls(x, y) if x <= y else cls(y, x)
+
+    def __str__(self) -> str:
+        return f"{self.a} -- {self.b}"
+
+
+LinkKey = Link
+
+
+def link_key(a: str, b: str) -> Link:
     """The canonical (sorted) name of the link between endpoints ``a`` and ``b``.
 
     >>> link_key("spine-1", "leaf-0-0")
-    ('leaf-0-0', 'spine-1')
+    Link(a='leaf-0-0', b='spine-1')
     """
-    return (a, b) if a <= b else (b, a)
+    return Link.of(a, b)
 
 
 def nic_node(endpoint: str) -> str:
@@ -53,12 +135,70 @@ class Flow:
 
 
 @dataclass(frozen=True)
+class ProbeParams(Mapping):
+    """A test's typed probe settings, and why a follow-up test exists.
+
+    It reads like a mapping of the fields that are set (``"rails" in p``, ``p.get("iters")``,
+    ``dict(p)``), so executors and JSON see only what a test uses; unknown names are refused.
+
+    >>> p = ProbeParams.of({"size_bytes": 1 << 20, "rails": [3]})
+    >>> p.rails, dict(p)
+    ((3,), {'size_bytes': 1048576, 'rails': (3,)})
+    """
+
+    # what the tools run
+    size_bytes: int | None = None
+    min_bytes: int | None = None
+    rails: tuple[int, ...] | None = None
+    duration_s: float | None = None
+    iters: int | None = None
+    streams: int | None = None
+    gpus_per_node: int | None = None
+    collective: str | None = None
+    # why the test exists (follow-ups): the planner's and inference's bookkeeping
+    retest_of: str | None = None  # a failing test id retested on the same route
+    probe_of: str | None = None  # the link ("a -- b") a localization probe crosses
+    batch: str | None = None  # a RoCE localization batch ("leaf>leaf")
+    bisect_of: str | None = None  # the failing group a bisection part comes from
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any] | None) -> ProbeParams:
+        if isinstance(values, ProbeParams):
+            return values
+        values = dict(values or {})
+        unknown = sorted(set(values) - _PARAM_NAMES)
+        if unknown:
+            raise ValueError(f"unknown test parameter(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(_PARAM_NAMES))}")
+        if values.get("rails") is not None:
+            values["rails"] = tuple(values["rails"])
+        return cls(**values)
+
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, key, None) if key in _PARAM_NAMES else None
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self):
+        return (k for k in _PARAM_ORDER if getattr(self, k) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+_PARAM_ORDER = tuple(ProbeParams.__dataclass_fields__)
+_PARAM_NAMES = frozenset(_PARAM_ORDER)
+
+
+@dataclass(frozen=True)
 class Test:
     """One planned test: a probe over a group of nodes, with the NIC-level flows it creates.
 
     ``flows`` say which NICs talk to which (a ring edge per rail for a collective, one pair for
     ``ib_write_bw``); together with the topology they give the links a test touches.
-    ``params`` holds probe options (collective, sizes, rails, ...).
+    ``params`` holds the typed probe settings (:class:`ProbeParams`; a plain mapping given here
+    is converted and checked).
     """
 
     test_id: str
@@ -66,11 +206,15 @@ class Test:
     nodes: tuple[str, ...]
     flows: tuple[Flow, ...] = ()
     round: int = 0
-    purpose: str = "sweep"  # sweep | confirm | bisect | gate
+    purpose: str = Purpose.SWEEP  # a Purpose (strings from older files compare equal)
     timeout_s: float = 120.0
-    params: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    params: ProbeParams = field(default_factory=ProbeParams, compare=False, hash=False)
 
     __test__ = False  # not a pytest class
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.params, ProbeParams):
+            object.__setattr__(self, "params", ProbeParams.of(self.params))
 
     @property
     def group_size(self) -> int:
@@ -164,5 +308,21 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def exit_code(self) -> int:
+        """DESIGN.md exit codes: 3 when nothing could be tested; 1 when anything is bad, flaky,
+        suspect, unreachable or a fabric warning; 3 when part of the scope stayed untested
+        (nodes or NICs); 0 only when everything in scope was judged healthy."""
+        tested = any(v.kind == "node" and v.state not in (UNTESTED, UNREACHABLE)
+                     for v in self.verdicts)
+        if not tested:
+            return 3
+        if (self.drain or self.bad_links or self.unreachable or self.suspects
+                or self.link_suspects or self.fabric_warnings or self.extra.get("flaky")
+                or self.extra.get("bad_switches")):
+            return 1
+        return 3 if self.extra.get("untested") else 0
+
+    @property
     def healthy(self) -> bool:
-        return not (self.drain or self.bad_links or self.unreachable)
+        """True only when every node and NIC in scope was judged healthy (exit code 0)."""
+        return self.exit_code == 0

@@ -35,13 +35,10 @@ class SweepPolicy:
     duration_s: float = 5.0  # ib_write_bw / iperf3 run time
     budget_s: float | None = None  # hard cap on summed round time (test_seconds)
     second_round_only_on_failure: bool = False  # gate: round 2 only if round 1 found something
-    confirm: bool = True
     localize: bool = True
     #: peer comparison: a test is an outlier when below median by both this robust z and fraction
     peer_z: float = 4.0
     peer_min_drop: float = 0.10
-    #: share of a round's tests below the floor above which the fabric, not nodes, is reported
-    fabric_slow_fraction: float = 0.5
     #: RoCE: cross-leaf flows per leaf, direction and round as a share of the leaf's uplinks
     #: (at least 1). Two flows leaving one leaf may hash onto the same uplink and halve each
     #: other: such failures clear no device and implicate no link (see inference.attribute).
@@ -104,8 +101,9 @@ def spec_probes(spec: object, pair_probe: str | None = None) -> dict[str, str]:
 
 
 def GatePolicy(**changes: object) -> SweepPolicy:  # noqa: N802 - a policy preset, reads as a type
-    """The gate preset: one parallel round, a second only if something failed, hard budget."""
-    base = SweepPolicy(mode="gate", sweep_rounds=1, max_rounds=2,
+    """The gate preset: one parallel round, more only if something failed or a NIC is still
+    untested (four at most), inside a hard budget."""
+    base = SweepPolicy(mode="gate", sweep_rounds=1, max_rounds=4,
                        second_round_only_on_failure=True, budget_s=300.0)
     return replace(base, **changes)  # type: ignore[arg-type]
 

@@ -124,6 +124,7 @@ def run_result_to_dict(result: RunResult, *, observations: bool = False) -> dict
         "fabric_warnings": list(result.fabric_warnings),
         "wall_seconds": round(result.wall_seconds, 3),
         "healthy": result.healthy,
+        "exit_code": result.exit_code,
         "verdicts": [verdict_to_dict(v) for v in result.verdicts if v.state != "healthy"],
     }
     d.update(result.extra)
@@ -137,7 +138,7 @@ def run_result_from_dict(d: dict[str, Any]) -> RunResult:
     known = {
         "rounds", "tests", "test_seconds", "bad_nodes", "bad_nics", "bad_links", "link_suspects",
         "unreachable", "drain", "mode", "nodes", "hung", "suspects", "fabric_warnings",
-        "wall_seconds", "healthy", "verdicts", "observations",
+        "wall_seconds", "healthy", "exit_code", "verdicts", "observations",
     }  # fmt: skip
     return RunResult(
         mode=d.get("mode", "sweep"),

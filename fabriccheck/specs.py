@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabriccheck.errors import ConfigError
+from fabriccheck.schema.values import COLLECTIVES, SPEC_FABRICS, parse_size_bytes  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,26 @@ class ProbeSpec:
 
 
 @dataclass(frozen=True)
+class SignalSpec:
+    """A user signal (DESIGN.md "Signals"): a command whose printed value must pass a bound.
+
+    ``value`` is a regex with a group named ``value`` (or ``parser`` names an entry point of
+    ``fabriccheck.signals``); ``pass_min`` / ``pass_max`` bound it (None: no bound).
+    """
+
+    name: str
+    level: int
+    per: str
+    command: str
+    value: str | None
+    parser: str | None
+    unit: str
+    pass_min: float | None
+    pass_max: float | None
+    timeout_s: float
+
+
+@dataclass(frozen=True)
 class TestSpec:
     name: str
     sku: str
@@ -43,6 +64,8 @@ class TestSpec:
     source: str = ""
     #: single-node NCCL all_reduce busbw over NVLink in GB/s (nccl-tests units); 0 without GPUs
     intra_node_busbw_gbps: float = 0.0
+    #: user signals from the spec's ``signals:`` list
+    signals: tuple[SignalSpec, ...] = ()
 
     __test__ = False  # not a pytest class
 
@@ -79,37 +102,13 @@ PROBE_UNITS = {
     "iperf3": "Gb/s",
     "ib_write_lat": "us",
 }
-COLLECTIVES = ("all_reduce", "all_gather", "alltoall", "sendrecv", "reduce_scatter", "broadcast")
-SPEC_FABRICS = ("infiniband", "roce", "any")
 _TOP_FIELDS = (
     "name", "sku", "fabric", "description", "gpus_per_node", "nic_gbps", "intra_node_busbw_gbps",
-    "timeout_s", "probes",
+    "timeout_s", "probes", "signals",
 )
-_SIZE_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 #: the repository's bundled spec files
 SPEC_DIR = Path(__file__).resolve().parent / "_bundled" / "test_specs"
-
-
-def parse_size_bytes(value: object) -> int | None:
-    """A message size: an integer, or a string with a binary suffix (``8M``, ``16G``, ``64KiB``).
-
-    >>> parse_size_bytes("8M"), parse_size_bytes(65536), parse_size_bytes("64KiB")
-    (8388608, 65536, 65536)
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if not isinstance(value, str):
-        return None
-    text = value.strip().upper().removesuffix("IB").removesuffix("B")
-    number, suffix = text[:-1], text[-1:]
-    if suffix.isdigit():
-        number, suffix = text, ""
-    if suffix not in _SIZE_SUFFIX or not number.isdigit():
-        return None
-    return int(number) * _SIZE_SUFFIX[suffix]
 
 
 def resolve_spec_path(path_or_name: str, base: str = "") -> str:
@@ -158,8 +157,11 @@ def load_spec(path_or_name: str) -> TestSpec:
 
 def spec_from_dict(data: object, *, source: str) -> TestSpec:
     """Build and validate a :class:`TestSpec` from a parsed document (see :func:`load_spec`)."""
+    from fabriccheck.schema.base import check
+    from fabriccheck.schema.spec import SpecFile
     from fabriccheck.topology.fields import Fields
 
+    model = check(SpecFile, data, source=source)
     top = Fields(data, source, "", allowed=_TOP_FIELDS)
     probes_f = Fields(top.require("probes"), source, "probes", allowed=tuple(PROBE_UNITS))
     probes: list[ProbeSpec] = []
@@ -180,6 +182,30 @@ def spec_from_dict(data: object, *, source: str) -> TestSpec:
         timeout_s=top.number("timeout_s", 120.0),
         source=source,
         intra_node_busbw_gbps=top.number("intra_node_busbw_gbps", 0.0, positive=False),
+        signals=tuple(_signal(s) for s in model.signals),
+    )
+
+
+def load_signals(path: str) -> tuple[SignalSpec, ...]:
+    """Read a signals file (``--signals FILE``: a ``signals:`` list, DESIGN.md "Signals").
+
+    Raises
+    ------
+    ConfigError
+        One line naming the file, the field (``signals[2].command``) and the problem.
+    """
+    from fabriccheck.schema.base import check
+    from fabriccheck.schema.signals import SignalsFile
+    from fabriccheck.schema.yamlio import read_yaml
+
+    model = check(SignalsFile, read_yaml(path, what="signals file"), source=str(path))
+    return tuple(_signal(s) for s in model.signals)
+
+
+def _signal(m) -> SignalSpec:
+    return SignalSpec(
+        name=m.name, level=m.level, per=m.per, command=m.command, value=m.value, parser=m.parser,
+        unit=m.unit, pass_min=m.pass_.min, pass_max=m.pass_.max, timeout_s=m.timeout_s,
     )
 
 

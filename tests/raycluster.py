@@ -220,7 +220,7 @@ class RayCluster:
 
     def pids(self) -> list[int]:
         """Every live (non-zombie) process of this cluster: members of our nodes' process groups."""
-        from fabriccheck.executors.ray_agent import group_members
+        from fabriccheck.executors.ray.agent import group_members
 
         return [pid for p in self.procs for pid in group_members(p.popen.pid)]
 
@@ -321,7 +321,7 @@ def cluster_fixture(hosts: Sequence[str] = SHARED_HOSTS):
         pytest.skip(reason)
     cluster = loopback_cluster(hosts)
     cluster.start()
-    from fabriccheck.executors.ray_session import connect, disconnect
+    from fabriccheck.inventory.ray_session import connect, disconnect
 
     try:
         os.environ.update(RAY_TEST_ENV)

@@ -64,23 +64,23 @@ def test_empty_file_and_no_noise(tmp_path):
     [
         ({"faults": [{"kind": "nic_melted", "nic": "node-001/mlx5_0"}]}, "faults[0].kind",
          "unknown kind"),
-        ({"faults": [{"kind": "nic_down"}]}, "faults[0].nic", "needs 'nic'"),
+        ({"faults": [{"kind": "nic_down"}]}, "faults[0].nic", "missing required field"),
         ({"faults": [{"kind": "node_hang", "node": "node-001", "factor": 0.5}]},
-         "faults[0].factor", "takes no field"),
+         "faults[0].factor", "unknown field 'factor'"),
         ({"faults": [{"kind": "nic_degraded", "nic": "node-001/mlx5_0", "factor": 1.5}]},
-         "faults[0].factor", "out of range"),
+         "faults[0].factor", "must be < 1, got 1.5"),
         ({"faults": [{"kind": "nic_degraded", "nic": "node-001/mlx5_0", "factor": "half"}]},
-         "faults[0].factor", "must be a number"),
+         "faults[0].factor", "expected a number"),
         ({"faults": [{"kind": "nic_down", "nic": "node-001"}]}, "faults[0].nic", "node/nic"),
         ({"faults": [{"kind": "link_down", "link": ["spine-0"]}]}, "faults[0].link",
          "two different endpoints"),
         ({"faults": [{"kind": "link_flapping", "link": ["a", "b"], "probability": 0}]},
-         "faults[0].probability", "out of range"),
-        ({"noise": {"jitter": -0.1}}, "noise.jitter", "out of range"),
-        ({"noise": {"sigma": 0.1}}, "noise.sigma", "unknown key"),
-        ({"fault": []}, "fault", "unknown key"),
-        ({"faults": {"kind": "nic_down"}}, "faults", "must be a list"),
-        ({"faults": ["nic_down"]}, "faults[0]", "must be a mapping"),
+         "faults[0].probability", "must be positive"),
+        ({"noise": {"jitter": -0.1}}, "noise.jitter", "must be >= 0"),
+        ({"noise": {"sigma": 0.1}}, "noise.sigma", "unknown field"),
+        ({"fault": []}, "fault", "did you mean 'faults'"),
+        ({"faults": {"kind": "nic_down"}}, "faults", "expected a list"),
+        ({"faults": ["nic_down"]}, "faults[0]", "expected a mapping"),
     ],
 )
 def test_bad_shapes_name_file_and_field(data, field, words):
@@ -131,7 +131,7 @@ def test_missing_and_broken_files(tmp_path):
         load_faults(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("faults: [ {kind: nic_down\n")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match="malformed YAML"):
         load_faults(bad)
 
 
@@ -151,3 +151,45 @@ def test_doctests():
     import fabriccheck.faults as mod
 
     assert doctest.testmod(mod).failed == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "words"),
+    [
+        ("faults:\n  - {kind: [nic_down], nic: node-001/mlx5_0}\n", "faults[0].kind",
+         "unknown kind"),
+        ("faults:\n  - {kind: nic_down, nic: node-001/mlx5_0, nic: node-002/mlx5_0}\n", "line 2",
+         "duplicate key 'nic'"),
+        ("faults:\n  - {kind: node_slow, node: node-001, factor: true}\n", "faults[0].factor",
+         "expected a number, got the boolean True"),
+        ("faults:\n  - {kind: node_hang, nod: node-001}\n", "faults[0].nod", "did you mean 'node'"),
+        ("noise: {jitter: 0.01, glitchrate: 0.1}\n", "noise.glitchrate", "'glitch_rate'"),
+    ],
+)
+def test_bad_faults_files_one_line(tmp_path, text, field, words):
+    path = tmp_path / "f.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_faults(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}:{field}") and words in msg and "\n" not in msg, msg
+
+
+def test_faults_cli_bad_kind_is_exit_2_one_line(tmp_path, capsys):
+    """DESIGN: a bad file is exit 2 and one line naming the file and field, never a traceback."""
+    from fabriccheck.cli.main import main
+
+    path = tmp_path / "f.yaml"
+    path.write_text("faults:\n  - {kind: [nic_down], nic: node-001/mlx5_0}\n")
+    code = main(["sweep", "--topology", "roce-rail-64", "--faults", str(path), "--json"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{path}:faults[0].kind: unknown kind" in err and "Traceback" not in err
+
+
+def test_kinds_table_matches_the_models():
+    from fabriccheck.schema.faults import FAULT_MODELS
+
+    by_kind = {m.model_fields["kind"].annotation.__args__[0]: tuple(m.model_fields)[1:]
+               for m in FAULT_MODELS}  # fmt: skip
+    assert by_kind == KINDS

@@ -12,18 +12,18 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fabriccheck.executors.sim import SimExecutor
 from fabriccheck.faults import FaultSet
 from fabriccheck.models import link_key
 from fabriccheck.orchestrator import run
-from fabriccheck.planning.view import FabricView
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.serialize import run_result_to_dict
 from fabriccheck.specs import resolve_spec
 from fabriccheck.topology import generate, load_topology
+from fabriccheck.topology.view import FabricView
 
 
 def fabric(nodes: int, fabric_kind: str, kind: str = "rail-optimized", rails: int = 8):
@@ -172,8 +172,7 @@ def test_1024_nodes_fault_mix(fabric_kind):
         assert {link_key(*lk) for lk in res.bad_links} == {link_key(*lk) for lk in fs.bad_links()}
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+SWEEP_SCENARIOS = dict(
     nodes=st.sampled_from([8, 12, 16, 24, 32, 48, 64, 96, 128, 256]),
     fabric_kind=st.sampled_from(["infiniband", "roce"]),
     kind=st.sampled_from(["rail-optimized", "fat-tree"]),
@@ -183,14 +182,37 @@ def test_1024_nodes_fault_mix(fabric_kind):
     mix=st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(0, 1), st.integers(0, 1),
                   st.integers(0, 2)),
 )
-def test_property_faults_found_and_no_healthy_node_drained(nodes, fabric_kind, kind, rails,
-                                                            seed, glitch, mix):
+
+
+def check_random_sweep(nodes, fabric_kind, kind, rails, seed, glitch, mix):
     topo = fabric(nodes, fabric_kind, kind, rails)
     slow, nic, hang, unreach, links = mix
     faults = random_faults(topo, random.Random(seed), slow=slow, nic=nic, hang=hang,
                            unreach=unreach, links=links, glitch=glitch)
     res, fs = sweep(topo, faults, seed)
     check(res, fs, topo)
+
+
+# failures long runs found, pinned (both were fabric-slowness misjudged as peers: 2 slow nodes
+# of 8 passed "like their peers" and the run said healthy, or were split into 4 bad NICs each)
+@example(nodes=8, fabric_kind="infiniband", kind="rail-optimized", rails=8, seed=41887,
+         glitch=0.01, mix=(2, 1, 0, 1, 0))
+@example(nodes=8, fabric_kind="roce", kind="fat-tree", rails=8, seed=44041, glitch=0.02,
+         mix=(2, 2, 0, 1, 2))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**SWEEP_SCENARIOS)
+def test_property_faults_found_and_no_healthy_node_drained(nodes, fabric_kind, kind, rails,
+                                                            seed, glitch, mix):
+    check_random_sweep(nodes, fabric_kind, kind, rails, seed, glitch, mix)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**SWEEP_SCENARIOS)
+def test_property_faults_found_and_no_healthy_node_drained_long(nodes, fabric_kind, kind, rails,
+                                                                 seed, glitch, mix):
+    """``make test-long``: 200 draws (the fast slice above replays 12)."""
+    check_random_sweep(nodes, fabric_kind, kind, rails, seed, glitch, mix)
 
 
 @pytest.mark.parametrize("seed", [0, 11])

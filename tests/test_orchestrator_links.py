@@ -15,10 +15,10 @@ import pytest
 from fabriccheck.models import link_key
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.pairing import pair_key, plan_rail_pairs
-from fabriccheck.planning.view import FabricView
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.specs import resolve_spec
 from fabriccheck.topology import load_topology
+from fabriccheck.topology.view import FabricView
 from tests.test_orchestrator import fabric, sweep
 
 

@@ -57,3 +57,81 @@ def test_every_module_opens_with_a_one_line_docstring():
         if not first or len(first) > 100:
             missing.append(str(path.relative_to(PACKAGE)))
     assert not missing, f"modules without a one-line docstring: {missing}"
+
+
+# ---- dependencies: declared is imported, imported is declared (issue 18) --------------------
+import re  # noqa: E402
+import sys  # noqa: E402
+from importlib import metadata  # noqa: E402
+
+import pytest  # noqa: E402
+
+PYPROJECT = PACKAGE.parent / "pyproject.toml"
+#: declared but not (yet) imported by the package, each with its reason; keep this list empty
+#: where possible: a dependency that nothing imports is dead weight for every user
+DECLARED_NOT_IMPORTED: dict[str, str] = {}
+
+
+def _dist(requirement: str) -> str:
+    name = re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _declared() -> tuple[set[str], set[str]]:
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+    extras = {_dist(r) for reqs in project.get("optional-dependencies", {}).values() for r in reqs}
+    return {_dist(r) for r in project["dependencies"]}, extras
+
+
+def _imported() -> dict[str, set[str]]:
+    """Distribution -> package files importing it (every third-party top-level import)."""
+    to_dist = metadata.packages_distributions()
+    out: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top == "fabriccheck":
+                    continue
+                for dist in to_dist.get(top, [top]):
+                    out.setdefault(_dist(dist), set()).add(str(path.relative_to(PACKAGE)))
+    return out
+
+
+def test_every_import_is_declared():
+    required, extras = _declared()
+    undeclared = {d: sorted(f) for d, f in _imported().items() if d not in required | extras}
+    assert not undeclared, f"imported but not in pyproject dependencies: {undeclared}"
+
+
+def test_every_declared_dependency_is_imported():
+    required, _ = _declared()
+    unused = required - set(_imported()) - set(DECLARED_NOT_IMPORTED)
+    assert not unused, f"declared in pyproject but imported nowhere in fabriccheck/: {unused}"
+    stale = set(DECLARED_NOT_IMPORTED) & set(_imported())
+    assert not stale, f"now imported: remove from DECLARED_NOT_IMPORTED: {stale}"
+
+
+def test_only_public_ray_apis():
+    """No ``ray._private`` & co: underscore modules change without notice between releases."""
+    private = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                names = [f"{node.value.id}.{node.attr}"]
+            hits = [n for n in names if n.split(".")[0] == "ray"
+                    and any(part.startswith("_") for part in n.split(".")[1:])]  # fmt: skip
+            private += [f"{path.relative_to(PACKAGE)}: {n}" for n in hits]
+    assert not private, f"private Ray APIs used: {private}"

@@ -11,7 +11,7 @@ from fabriccheck.policy import BisectPolicy, GatePolicy, SweepPolicy
 def test_presets():
     assert SweepPolicy().sweep_rounds == 2 and SweepPolicy().per_rail
     g = GatePolicy(budget_s=60)
-    assert g.mode == "gate" and g.sweep_rounds == 1 and g.max_rounds == 2 and g.budget_s == 60
+    assert g.mode == "gate" and g.sweep_rounds == 1 and g.max_rounds == 4 and g.budget_s == 60
     assert g.second_round_only_on_failure
     b = BisectPolicy()
     assert b.mode == "bisect" and b.scale_group_size == 8

@@ -141,6 +141,42 @@ BAD = [
 ]
 
 
+SIGNAL = """\
+signals:
+  - {name: port-rate, level: 1, per: nic, command: "cat /sys/class/infiniband/{nic}/ports/1/rate",
+     value: '(?P<value>\\d+) Gb/sec', unit: Gb/s, pass: {min: 400}, timeout_s: 10}
+"""
+
+
+def sig(old: str, new: str) -> str:
+    assert old in SIGNAL
+    return GOOD + SIGNAL.replace(old, new)
+
+
+BAD += [
+    ("timeout as text", GOOD + "timeout_s: 120s\n", "timeout_s", "expected a number"),
+    ("gpus as bool", bad("gpus_per_node: 8", "gpus_per_node: true"), "gpus_per_node",
+     "expected an integer, got the boolean True"),
+    ("typo", bad("nic_gbps: 400", "nic_gpbs: 400"), "nic_gpbs", "did you mean 'nic_gbps'"),
+    ("duplicate key", GOOD + "sku: again\n", "line", "duplicate key 'sku'"),
+    ("signal unknown level", sig("level: 1", "level: 3"), "signals[0].level", "unknown value 3"),
+    ("signal typo", sig("timeout_s: 10", "timeout: 10"), "signals[0].timeout",
+     "did you mean 'timeout_s'"),
+    ("signal no group", sig("(?P<value>", "("), "signals[0].value", "no group named 'value'"),
+    ("signal bad regex", sig("(?P<value>", "(?P<value"), "signals[0].value",
+     "not a regular expression"),
+    ("signal both value and parser", sig("unit: Gb/s", "parser: ib-rate, unit: Gb/s"),
+     "signals[0].value", "exactly one of"),
+    ("signal no bound", sig("pass: {min: 400}", "pass: {}"), "signals[0].pass", "'min' or 'max'"),
+    ("signal unknown placeholder", sig("{nic}/ports", "{nics}/ports"), "signals[0].command",
+     "unknown placeholder {nics}"),
+    ("signal nic placeholder per node", sig("per: nic", "per: node"), "signals[0].command",
+     "{nic} needs per: nic"),
+    ("signal duplicate name", GOOD + SIGNAL + SIGNAL.replace("signals:\n", ""),
+     "signals[1].name", "duplicate signal name"),
+]
+
+
 @pytest.mark.parametrize("text,field,words", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
 def test_bad_spec_is_one_line_naming_file_and_field(tmp_path, text, field, words):
     path = tmp_path / "spec.yaml"
@@ -160,6 +196,21 @@ def test_good_spec_and_missing_spec(tmp_path):
     assert spec.lookup("nccl", 2).unit == "GB/s"  # the default unit
     with pytest.raises(ConfigError, match="no such spec"):
         load_spec("no-such-spec")
+
+
+def test_signals_in_a_spec_and_in_their_own_file(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(GOOD + SIGNAL, encoding="utf-8")
+    (signal,) = load_spec(str(path)).signals
+    assert (signal.name, signal.level, signal.per, signal.pass_min, signal.pass_max) == (
+        "port-rate", 1, "nic", 400, None)
+    assert signal.timeout_s == 10 and signal.value.startswith("(?P<value>")
+    own = tmp_path / "signals.yaml"
+    own.write_text(SIGNAL, encoding="utf-8")
+    assert specs.load_signals(str(own)) == (signal,)
+    own.write_text(SIGNAL.replace("level: 1", "level: 1, colour: red"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"signals\[0\]\.colour: unknown field"):
+        specs.load_signals(str(own))
 
 
 def test_doctests():

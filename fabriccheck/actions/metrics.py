@@ -13,6 +13,8 @@ Gauges (the last run's values; a new run replaces them):
   ``fabriccheck_run_rounds{mode}``, ``fabriccheck_run_tests{mode}``,
   ``fabriccheck_run_timestamp_seconds{mode}``, ``fabriccheck_nodes{mode,state}``,
   ``fabriccheck_actions{action,status}``, ``fabriccheck_actions_withheld{mode}``
+- ``fabriccheck_run_info{mode,executor,faults,seed}`` 1: which executor produced these numbers
+  (``sim``: simulated, with its faults file and seed; alert rules should match ``executor!="sim"``)
 """
 
 from __future__ import annotations
@@ -73,12 +75,19 @@ def build_registry(
     from prometheus_client import CollectorRegistry, Gauge
 
     reg = CollectorRegistry(auto_describe=True)
-    mode = result.mode
 
     def g(name: str, doc: str, labels: tuple[str, ...]) -> Gauge:
         return Gauge(name, doc, labels, registry=reg)
 
     states = _node_states(result)
+    _node_gauges(g, states)
+    _bandwidth_gauges(g, result, topology)
+    _run_gauges(g, result, states, now_s)
+    _action_gauges(g, result, actions)
+    return reg
+
+
+def _node_gauges(g: Any, states: dict[str, str]) -> None:
     health = g("fabriccheck_node_health", "1 healthy, 0.5 suspect, 0 bad or unreachable", ("node",))
     state = g("fabriccheck_node_state", "1 for the node's state in the last run", ("node", "state"))
     for node, st in sorted(states.items()):
@@ -87,6 +96,9 @@ def build_registry(
         for s in STATES:
             state.labels(node, s).set(1.0 if s == st else 0.0)
 
+
+def _lowest_values(result: RunResult, topology: Any) -> tuple[dict, dict, dict]:
+    """Lowest value per (node, nic, probe), (node, probe) for busbw, and (a, b, probe)."""
     nic_bw: dict[tuple[str, str, str], float] = {}
     node_bus: dict[tuple[str, str], float] = {}
     link_bw: dict[tuple[str, str, str], float] = {}
@@ -106,6 +118,11 @@ def build_registry(
             for n in o.test.nodes:
                 key2 = (n, o.test.probe)
                 node_bus[key2] = min(node_bus.get(key2, o.value), o.value)
+    return nic_bw, node_bus, link_bw
+
+
+def _bandwidth_gauges(g: Any, result: RunResult, topology: Any) -> None:
+    nic_bw, node_bus, link_bw = _lowest_values(result, topology)
     nic_g = g("fabriccheck_nic_bandwidth_gbps", "Lowest Gb/s measured through the NIC",
               ("node", "nic", "probe"))  # fmt: skip
     for (node, nic, probe), v in sorted(nic_bw.items()):
@@ -125,6 +142,9 @@ def build_registry(
     for a, b in result.bad_links:
         link_h.labels(a, b).set(0.0)
 
+
+def _run_gauges(g: Any, result: RunResult, states: dict[str, str], now_s: float | None) -> None:
+    mode = result.mode
     for name, doc, value in (
         ("fabriccheck_run_duration_seconds", "Wall time of the last run", result.wall_seconds),
         ("fabriccheck_run_test_seconds", "Summed test time of the last run", result.test_seconds),
@@ -137,6 +157,15 @@ def build_registry(
     counts = g("fabriccheck_nodes", "Nodes per state in the last run", ("mode", "state"))
     for s in STATES:
         counts.labels(mode, s).set(sum(1 for st in states.values() if st == s))
+    sim = result.extra.get("executor") == "sim"
+    g("fabriccheck_run_info", "1; labels say which executor produced the last run's numbers",
+      ("mode", "executor", "faults", "seed")).labels(
+        mode, str(result.extra.get("executor") or "unknown"),
+        str(result.extra.get("faults") or "") if sim else "",
+        str(result.extra.get("seed", "")) if sim else "").set(1.0)  # fmt: skip
+
+
+def _action_gauges(g: Any, result: RunResult, actions: Iterable[dict[str, Any]]) -> None:
     acts = g("fabriccheck_actions", "Actions of the last run by outcome", ("action", "status"))
     tally: dict[tuple[str, str], int] = {}
     for a in actions:
@@ -146,8 +175,7 @@ def build_registry(
         acts.labels(action, status).set(n)
     withheld = bool(result.extra.get("actions", {}).get("withheld", False))
     g("fabriccheck_actions_withheld", "1 when the drain budget stopped every action",
-      ("mode",)).labels(mode).set(1.0 if withheld else 0.0)  # fmt: skip
-    return reg
+      ("mode",)).labels(result.mode).set(1.0 if withheld else 0.0)  # fmt: skip
 
 
 def render_metrics(result: RunResult, **kwargs: Any) -> str:

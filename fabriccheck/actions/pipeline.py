@@ -105,7 +105,8 @@ def apply_run_outcome(
     actuator = make_actuator(backend)
     backend_name = actuator.backend if actuator is not None else "none"
     if store is not None and run_id is None:
-        run_id = store.begin_run(result.mode, result.nodes, sku=sku, fabric=fabric)
+        run_id = store.begin_run(result.mode, result.nodes, sku=sku, fabric=fabric,
+                                 executor=result.extra.get("executor"))  # fmt: skip
     held = store.held_nodes(actuator.backend if actuator else None) if store else {}
     plan = plan_actions(result, policy, held=held)
     done: list[dict[str, Any]] = []

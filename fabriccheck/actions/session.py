@@ -45,12 +45,27 @@ class OpsOptions:
     reservation_min: int = 240
 
 
+def refuse_simulated_actions(executor: str | None, opts: OpsOptions) -> None:
+    """Simulated measurements never act on a real scheduler: ``--apply`` or ``--scheduler``
+    with the ``sim`` executor is a :class:`ConfigError` (exit 2)."""
+    if executor != "sim":
+        return
+    flag = "--apply" if opts.apply else "--scheduler" if opts.scheduler else None
+    if flag is not None:
+        raise ConfigError(
+            "the sim executor only simulates measurements; it never acts on a real scheduler",
+            source=flag, hint="use --executor ssh or ray to test real nodes, or drop "
+            "--apply/--scheduler to simulate")  # fmt: skip
+
+
 class OpsSession:
     """History, scheduler and actions for one run (see the module docstring)."""
 
-    def __init__(self, mode: str, opts: OpsOptions, *, sku: str = "", fabric: str = "") -> None:
+    def __init__(self, mode: str, opts: OpsOptions, *, sku: str = "", fabric: str = "",
+                 executor: str | None = None) -> None:  # fmt: skip
         from fabriccheck.actions.pipeline import BACKENDS  # store, metrics: only when running
 
+        refuse_simulated_actions(executor, opts)  # before any scheduler is contacted
         if opts.scheduler is not None and opts.scheduler not in BACKENDS:
             raise ConfigError(f"unknown scheduler {opts.scheduler!r}", source="--scheduler",
                               hint=f"use one of {', '.join(BACKENDS)}")  # fmt: skip
@@ -59,6 +74,7 @@ class OpsSession:
                               hint="add --scheduler slurm or --scheduler kubernetes")  # fmt: skip
         ActionPolicy(max_drain=opts.max_drain)  # a bad --max-drain fails now, not after the run
         self.mode, self.opts, self.sku, self.fabric = mode, opts, sku, fabric
+        self.executor = executor
         self.store = self._open_store()
         self.inventory = self._make_inventory()
         self.run_id: str | None = None
@@ -134,7 +150,10 @@ class OpsSession:
             from_scheduler = True
             self.notes["nodes_from"] = f"{self.opts.scheduler} idle nodes"
         if self.mode == "sweep" and self.opts.skip_tested_within_s > 0 and self.store is not None:
-            recent = self.store.recently_tested(self.opts.skip_tested_within_s)
+            from fabriccheck.store.analytics import learns_from
+
+            recent = self.store.recently_tested(self.opts.skip_tested_within_s,
+                                                executor=learns_from(self.executor))  # fmt: skip
             skipped = [n for n in chosen if n in recent]
             chosen = [n for n in chosen if n not in recent]
             if skipped:
@@ -176,7 +195,7 @@ class OpsSession:
         """
         if self.store is not None and self.run_id is None:
             self.run_id = self.store.begin_run(self.mode, nodes, sku=self.sku, fabric=self.fabric,
-                                               params=params)  # fmt: skip
+                                               params=params, executor=self.executor)  # fmt: skip
         return self.run_id
 
     def wrap(self, executor: Any, spec: Any = None) -> Any:
@@ -196,11 +215,13 @@ class OpsSession:
     def finish(self, result: RunResult, *, topology: Any = None) -> dict[str, Any]:
         """Safety rules, actions, exclude file, history and metrics for the finished run."""
         from fabriccheck.actions.pipeline import apply_run_outcome
+        from fabriccheck.store.analytics import learns_from
 
         result.extra.update(self.notes)
         if self.store is not None:  # learned baselines, beside the spec floor: a warning only
             low = self.store.below_baseline(result.observations, sku=self.sku or None,
-                                            exclude_run=self.run_id)  # fmt: skip
+                                            exclude_run=self.run_id,
+                                            executor=learns_from(self.executor))  # fmt: skip
             if low["tests"]:
                 result.extra["below_baseline"] = low
         if self.opts.resume:
@@ -212,6 +233,16 @@ class OpsSession:
             topology=topology, sku=self.sku, fabric=self.fabric,
         )  # fmt: skip
         return summary
+
+    def abort(self, status: str, error: str) -> None:
+        """Record that the run ended without a result (refused, failed, crashed, interrupted)."""
+        if self.store is not None and self.run_id is not None:
+            import sqlite3
+
+            try:
+                self.store.mark_run(self.run_id, status, error)
+            except sqlite3.Error as exc:  # never hide the error that ended the run
+                log.warning("history: could not mark run %s %s: %s", self.run_id, status, exc)
 
     def close(self) -> None:
         if self.store is not None:

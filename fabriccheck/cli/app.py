@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from fabriccheck.errors import FabricCheckError
@@ -20,9 +23,78 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+#: lines are never hard-wrapped when the output is not a terminal (a pipe, a file, a CI log)
+PIPE_WIDTH = 4096
+
+
+def _width(stream) -> int | None:
+    """None (rich asks the terminal) on a terminal or with $COLUMNS; else :data:`PIPE_WIDTH`."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return None if tty or os.environ.get("COLUMNS") else PIPE_WIDTH
+
+
+class _Console(Console):
+    """A rich Console whose width follows its stream (CliRunner swaps sys.stdout per call)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:  # type: ignore[override]
+        dims = Console.size.fget(self)  # type: ignore[attr-defined]
+        w = _width(self.file)
+        return dims if w is None else ConsoleDimensions(w, dims.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
 #: progress and human output go to stderr when --json owns stdout; use err for progress
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+out = _Console(soft_wrap=True)
+err = _Console(stderr=True, soft_wrap=True)
+
+#: -q: no progress on stderr; -v: more (INFO logs), -vv: debug
+VERBOSITY = {"level": 0}
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Log lines as ``warning: message`` on whatever ``sys.stderr`` is at the time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+def set_verbosity(verbose: int = 0, quiet: bool = False) -> None:
+    """Set how much goes to stderr: logs at WARNING (default), INFO (-v), DEBUG (-vv), or only
+    errors (-q). Progress lines check :func:`quiet`."""
+    now = VERBOSITY["level"]
+    level = -1 if quiet or now < 0 else max(verbose, now)
+    VERBOSITY["level"] = level
+    log_level = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(level, logging.DEBUG)
+    logger = logging.getLogger("fabriccheck")
+    logger.setLevel(log_level)
+    if not any(getattr(h, "_fabriccheck", False) for h in logger.handlers):
+        handler = _StderrHandler()
+        handler._fabriccheck = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+
+
+def quiet() -> bool:
+    """Whether -q asked for no progress."""
+    return VERBOSITY["level"] < 0
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -72,6 +144,43 @@ def version() -> None:
     out.print(__version__)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from fabriccheck import __version__
+
+        out.print(f"fabriccheck {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
-    """Active fabric health checks for GPU training clusters."""
+def _root(
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print fabriccheck's version and exit.")] = False,
+    verbose: Annotated[int, typer.Option(
+        "--verbose", "-v", count=True, help="More on stderr (-vv: debug).")] = 0,
+    quiet_: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Nothing on stderr but errors.")] = False,
+) -> None:  # fmt: skip
+    """Active fabric health checks for GPU training clusters.
+
+    Defaults of the run options can come from a TOML config file ($FABRICCHECK_CONFIG,
+    /etc/fabriccheck/config.toml, ~/.config/fabriccheck/config.toml; flags win):
+    see `fabriccheck config show`.
+    """
+    VERBOSITY["level"] = 0
+    set_verbosity(verbose, quiet_)
+    _apply_config(ctx)
+
+
+def _apply_config(ctx: typer.Context) -> None:
+    """Config files become click's default_map: every command's defaults, flags still win."""
+    from fabriccheck.cli.config import HISTORY_COMMANDS, load_config
+
+    if ctx.resilient_parsing or ctx.invoked_subcommand == "config":
+        return  # completion; `config show` reads (and reports errors in) the files itself
+    with exit_on_error(one_line=True):
+        dm = load_config().default_map(list(HISTORY_COMMANDS))
+    if dm:
+        ctx.default_map = {**(ctx.default_map or {}), **dm}

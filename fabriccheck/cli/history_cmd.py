@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fabriccheck.cli.app import app, out, write_json
+from fabriccheck.cli.app import app, exit_on_error, out, write_json
 from fabriccheck.errors import ConfigError
 
 history = typer.Typer(
@@ -25,16 +25,32 @@ Db = Annotated[
 ]  # fmt: skip
 Json = Annotated[bool, typer.Option("--json", help="Print only JSON.")]
 Limit = Annotated[int, typer.Option("--limit", help="At most this many rows.")]
+Executor = Annotated[str | None, typer.Option(
+    "--executor", metavar="sim|ssh|ray|real|all",
+    help="Only runs by this executor; 'real': all but the simulator.")]
+EXECUTOR_CHOICES = ("sim", "ssh", "ray", "real", "all")
+
+
+def _executor(value: str | None, default: str | None) -> str | None:
+    """The store's executor filter for ``--executor`` (None: every run)."""
+    value = value or default
+    with exit_on_error(one_line=True):
+        if value is not None and value not in EXECUTOR_CHOICES:
+            raise ConfigError(f"unknown executor {value!r}", source="--executor",
+                              hint=f"use one of {', '.join(EXECUTOR_CHOICES)}")  # fmt: skip
+    return None if value == "all" else value
 
 
 def _open(db: str | None):
+    """The history database; a missing, foreign or too new one is one error line and exit 2."""
     from fabriccheck.store import Store, default_db_path
 
     path = Path(db) if db else default_db_path()
-    if not path.exists():
-        raise ConfigError("no history database here", source=str(path),
-                          hint="run a sweep with --db PATH first, or pass --db")  # fmt: skip
-    return Store(path)
+    with exit_on_error(one_line=True):
+        if not path.exists():
+            raise ConfigError("no history database here", source=str(path),
+                              hint="run a sweep with --db PATH first, or pass --db")  # fmt: skip
+        return Store(path)
 
 
 def _when(ts: float | None) -> str:
@@ -47,10 +63,15 @@ def nodes_cmd(
     json_: Json = False,
     limit: Limit = 20,
     last_runs: Annotated[int, typer.Option("--last-runs", help="Look at this many runs.")] = 50,
+    executor: Executor = None,
 ) -> None:
-    """Lemon nodes: nodes implicated again and again, highest score first, with the signals."""
+    """Lemon nodes: nodes implicated again and again, highest score first, with the signals.
+
+    Real runs only unless --executor says otherwise (simulated faults make no real lemon).
+    """
     with _open(db) as store:
-        lemons = store.lemon_nodes(last_runs=last_runs)[:limit]
+        lemons = store.lemon_nodes(last_runs=last_runs,
+                                   executor=_executor(executor, "real"))[:limit]
     if json_:
         write_json([s.to_json() for s in lemons])
         return
@@ -74,31 +95,44 @@ def nodes_cmd(
 
 
 @history.command("runs")
-def runs_cmd(db: Db = None, json_: Json = False, limit: Limit = 20) -> None:
-    """Stored runs, newest first (an unfinished one can be continued with ``--resume``)."""
+def _run_row(r) -> dict:
+    summary = r.summary or {}
+    row = {
+        "run_id": r.run_id, "mode": r.mode, "status": r.status, "executor": r.executor,
+        "started_s": r.started_s, "finished_s": r.finished_s, "sku": r.sku,
+        "nodes": len(r.nodes), "rounds": r.rounds, "drain": summary.get("drain", []),
+        "actions_withheld": (summary.get("actions") or {}).get("withheld", False),
+        "exit_code": summary.get("exit_code"), "error": r.error,
+    }  # fmt: skip
+    if r.executor == "sim":
+        row.update(faults=r.params.get("faults"), seed=r.params.get("seed"))
+    return row
+
+
+@history.command("runs")
+def runs_cmd(db: Db = None, json_: Json = False, limit: Limit = 20,
+             executor: Executor = None) -> None:  # fmt: skip
+    """Stored runs, newest first, with the executor that produced them (sim runs are simulated).
+
+    status: running (or killed: continue it with --resume), finished, failed (could not test),
+    refused (usage error), crashed, interrupted.
+    """
     with _open(db) as store:
-        runs = store.runs(limit=limit)
-    rows = [
-        {
-            "run_id": r.run_id, "mode": r.mode, "status": r.status, "started_s": r.started_s,
-            "finished_s": r.finished_s, "sku": r.sku, "nodes": len(r.nodes), "rounds": r.rounds,
-            "drain": (r.summary or {}).get("drain", []),
-            "actions_withheld": ((r.summary or {}).get("actions") or {}).get("withheld", False),
-        }
-        for r in runs
-    ]  # fmt: skip
+        rows = [_run_row(r) for r in store.runs(limit=limit,
+                                                 executor=_executor(executor, None))]
     if json_:
         write_json(rows)
         return
     t = Table(title="runs")
-    for col in ("run id", "mode", "status", "started", "nodes", "rounds", "drain"):
-        t.add_column(col)
+    for col in ("run id", "mode", "executor", "status", "started", "nodes", "rounds", "drain"):
+        t.add_column(col, no_wrap=True)
     for r in rows:
         drain = ", ".join(r["drain"][:5]) + (" ..." if len(r["drain"]) > 5 else "")
         if r["actions_withheld"]:
             drain += " (actions withheld)"
-        t.add_row(r["run_id"], r["mode"], r["status"], _when(r["started_s"]), str(r["nodes"]),
-                  str(r["rounds"]), drain or "-")  # fmt: skip
+        status = r["status"] + (f": {r['error']}" if r["error"] else "")
+        t.add_row(r["run_id"], r["mode"], r["executor"] or "-", status, _when(r["started_s"]),
+                  str(r["nodes"]), str(r["rounds"]), drain or "-")  # fmt: skip
     out.print(t)
 
 
@@ -108,10 +142,12 @@ def drift_cmd(
     json_: Json = False,
     probe: Annotated[str | None, typer.Option("--probe", help="Only this probe.")] = None,
     min_drop: Annotated[float, typer.Option("--min-drop", help="Smallest drop (0..1).")] = 0.05,
+    executor: Executor = None,
 ) -> None:
     """Nodes whose bandwidth falls across sweeps (relative to their peers), before they fail."""
     with _open(db) as store:
-        drift = store.drifting_nodes(probe=probe, min_drop=min_drop)
+        drift = store.drifting_nodes(probe=probe, min_drop=min_drop,
+                                     executor=_executor(executor, "real"))
     if json_:
         write_json([d.to_json() for d in drift])
         return
@@ -162,22 +198,33 @@ def metrics_cmd(
                        "printing once.")] = None,
     addr: Annotated[str, typer.Option("--addr", help="Address to serve on.")] = "0.0.0.0",
     mode: Annotated[str | None, typer.Option("--mode", help="Only runs of this mode.")] = None,
+    executor: Executor = None,
 ) -> None:
-    """Prometheus metrics of the newest finished run, printed or served over HTTP."""
+    """Prometheus metrics of the newest finished run, printed or served over HTTP.
+
+    Real runs only unless --executor says otherwise (a simulated run is no node's health).
+    """
     import threading
 
-    from fabriccheck.store.exporter import HistoryCollector, latest_metrics_text
+    from fabriccheck.actions.exporter import HistoryCollector, latest_metrics_text
 
+    exe = _executor(executor, "real")
     store = _open(db)
     path = store.path
     store.close()
     if port is None:
-        out.print(latest_metrics_text(path, mode=mode), end="", markup=False, highlight=False)
+        text = latest_metrics_text(path, mode=mode, executor=exe)
+        if not text:
+            from fabriccheck.cli.app import err
+
+            err.print(f"no finished run{'' if exe is None else f' by executor {exe}'} in {path}"
+                      " (simulated runs: --executor sim)", highlight=False, markup=False)
+        out.print(text, end="", markup=False, highlight=False)
         return
     from prometheus_client import CollectorRegistry, start_http_server
 
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(HistoryCollector(path, mode=mode))
+    reg.register(HistoryCollector(path, mode=mode, executor=exe))
     server, thread = start_http_server(port, addr=addr, registry=reg)
     from fabriccheck.cli.app import err
 

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "lab_cmd",
     "history_cmd",
     "report_cmd",
+    "config_cmd",
 )
 
 

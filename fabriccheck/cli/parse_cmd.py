@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -19,14 +20,15 @@ _HELP = (
     "Parse nccl-tests, perftest or iperf3 output, or scan a NCCL job log.\n\n"
     "Exit 0 when the text was read, even when it reports a tool FAILURE (status 'failed': the "
     "parse worked and found a failed test). Exit 2 when the file is missing or is not the "
-    "output of a known tool."
+    "output of a known tool. FILE '-' reads standard input."
 )
 
 
 @app.command("parse", help=_HELP)
 def parse(
     file: Annotated[Path, typer.Argument(
-        help="Tool output file, or '-' for stdin (a leading '# source:' line is ignored).")],
+        help="Tool output file, or - for standard input (a leading '# source:' line is "
+             "ignored).")],
     tool: Annotated[str | None, typer.Option(
         "--tool", "-t", help="One of: " + ", ".join(TOOLS) + " (detected when omitted).")] = None,
     as_json: Annotated[bool, typer.Option(
@@ -42,10 +44,9 @@ def parse(
 
     if tool is not None and tool not in TOOLS:
         raise fail(f"--tool: unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
-    from fabriccheck.probes._input import read_tool_output
-
-    with exit_on_error(one_line=True):
-        text = read_tool_output(str(file), max_bytes=max_mb * 2**20)
+    text = _read(file, max_mb * 2**20)
+    if str(file) == "-":
+        file = Path("<stdin>")
     try:
         name = tool or detect_tool(text)
         result = parse_text(text, name)
@@ -61,6 +62,22 @@ def parse(
     _print_summary(file, data)
 
 
+def _read(file: Path, max_bytes: int) -> str:
+    """The text of ``file``, bounded (:func:`fabriccheck.probes._input.read_tool_output`);
+    ``-`` is standard input (a terminal or an empty stdin is an error)."""
+    from fabriccheck.probes._input import read_tool_output
+
+    stdin = str(file) == "-"
+    if stdin and (sys.stdin is None or sys.stdin.isatty()):
+        raise fail("-: standard input is a terminal; pipe the tool output in "
+                   "(all_reduce_perf ... | fabriccheck parse -)")
+    with exit_on_error(one_line=True):
+        text = read_tool_output(str(file), max_bytes=max_bytes)
+    if stdin and not text.strip():
+        raise fail("-: standard input was empty; pipe the tool output in")
+    return text
+
+
 def _print_summary(file: Path, d: dict) -> None:
     style = _STATUS_STYLE.get(d["status"], "white")
     head = f"[bold]{file.name}[/]  {d['tool']}  [{style}]{d['status']}[/]"
@@ -74,6 +91,8 @@ def _print_summary(file: Path, d: dict) -> None:
         fields = ("sent_gbps", "received_gbps", "retransmits", "duration_s", "streams")
         out.print("  ".join(f"{k}={_fmt(d[k])}" for k in fields), highlight=False)
     else:
+        if d.get("job_log"):
+            out.print(f"job log: {d['job_log']['why']}", highlight=False, markup=False)
         out.print(f"hosts: {', '.join(d['hosts']) or '-'}", highlight=False)
         out.print(f"suspects: {', '.join(d['suspects']) or '-'}", highlight=False)
         if d["hcas"]:

@@ -22,14 +22,24 @@ def _from_db(run_id: str, db: Path | None) -> tuple[RunResult, Topology | None, 
     path = db or default_db_path()
     if not Path(path).is_file():
         raise ConfigError(
-            f"{run_id!r} is not a file or directory, and there is no history database",
+            f"{run_id!r} is not a report directory or file, and there is no history database",
             source=str(path), hint="give a report directory, a results.json, or --db FILE",
         )  # fmt: skip
     with Store(path) as store:
-        rec = store.run(run_id)
+        try:
+            rec = store.run(run_id)
+        except ConfigError:
+            raise ConfigError(
+                f"{run_id!r} is not a report directory or file, and there is no run {run_id!r} "
+                f"in {path}",
+                hint="`fabriccheck history runs` lists run ids; or give a report directory "
+                     "(e.g. reports/demo-...)") from None  # fmt: skip
         if rec.summary is None:
-            raise ConfigError(f"run {run_id!r} has not finished: no verdicts to report",
-                              source=str(path))  # fmt: skip
+            hint = ("it is still running (or was killed: continue it with `fabriccheck "
+                    f"{rec.mode} --resume {run_id}`)" if rec.status == "running"
+                    else f"{rec.error}" if rec.error else None)  # fmt: skip
+            raise ConfigError(f"run {run_id!r} {rec.status}: no verdicts to report",
+                              source=str(path), hint=hint)  # fmt: skip
         result = run_result_from_dict({"mode": rec.mode, "nodes": rec.nodes, **rec.summary})
         result.observations = store.observations(run_id)
         if "history" not in result.extra:

@@ -59,6 +59,9 @@ def print_summary(result: RunResult, console: Console) -> None:
     stop = result.extra.get("stop_reason")
     if stop:
         console.print(f"[yellow]stopped:[/] {stop}", highlight=False)
+    if result.extra.get("run_id"):
+        console.print(f"run id: {result.extra['run_id']} (fabriccheck report "
+                      f"{result.extra['run_id']})", highlight=False, markup=False)
     if result.extra.get("report"):
         console.print(f"report: {result.extra['report']}", highlight=False)
 

@@ -62,7 +62,7 @@ def make_executor(
             )
         return SSHExecutor(inventory, **opts)
     if kind == "ray":
-        from fabriccheck.executors.ray_executor import RayExecutor
+        from fabriccheck.executors.ray.executor import RayExecutor
 
         if faults:
             raise ConfigError(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fabriccheck.errors import AuthError, ConnectError, ExecutorError
@@ -112,6 +112,18 @@ def _stderr(launch: ProbeLaunch, outputs: dict[int, StepOutput]) -> str:
     return "".join(parts)
 
 
+@dataclass
+class _LaunchState:
+    """What one launch has started and seen so far; ``current`` is the step being started."""
+
+    current: HostCommand | None
+    handles: dict[int, Any] = field(default_factory=dict)
+    outputs: dict[int, StepOutput] = field(default_factory=dict)
+    unreachable: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    timed_out: bool = False
+
+
 def run_launch(
     runner: HostRunner, test_id: str, launch: ProbeLaunch, timeout_s: float
 ) -> RawResult:
@@ -136,73 +148,97 @@ def run_launch(
     """
     t0 = time.monotonic()
     deadline = t0 + timeout_s
-    handles: dict[int, Any] = {}
-    outputs: dict[int, StepOutput] = {}
-    unreachable: list[str] = []
-    errors: list[str] = []
-    timed_out = False
     order = [i for i, s in enumerate(launch.steps) if s.background]
     order += [i for i, s in enumerate(launch.steps) if not s.background]
-    current = launch.steps[order[0]] if order else None
+    run = _LaunchState(current=launch.steps[order[0]] if order else None)
     try:
-        for i in order:
-            step = current = launch.steps[i]
-            handles[i] = runner.start(step, f"{test_id}.{i}")
-            if step.background and step.wait_port is not None:
-                state = wait_for_port(runner, step, handles[i], deadline, f"{test_id}.{i}")
-                if state == "timeout":
-                    timed_out = True
-                    break
-                if state == "exited":
-                    outputs[i] = runner.wait(handles[i], 0)
-                    errors.append(f"{step.host}: {step.argv[0]} exited before listening on "
-                                  f"port {step.wait_port}")
-                    break
-        else:
-            for i in order:
-                if launch.steps[i].background:
-                    continue
-                outputs[i] = runner.wait(handles[i], max(0.0, deadline - time.monotonic()))
-                if not outputs[i].finished:
-                    timed_out = True
-                    break
+        if _start_steps(runner, test_id, launch, order, deadline, run):
+            _wait_foreground(runner, launch, order, deadline, run)
     except (ConnectError, AuthError) as exc:
-        unreachable.append(exc.host or (current.host if current else "?"))
-        errors.append(str(exc))
+        run.unreachable.append(exc.host or (run.current.host if run.current else "?"))
+        run.errors.append(str(exc))
     except ExecutorError as exc:
-        errors.append(str(exc))
+        run.errors.append(str(exc))
     finally:
-        for i, handle in handles.items():  # pick up steps that finished meanwhile
-            if i not in outputs or not outputs[i].finished:
-                try:
-                    out = runner.wait(handle, 0)
-                except ExecutorError:
-                    continue
-                if out.finished and not launch.steps[i].background:
-                    outputs[i] = out
-        errors += _kill_all(runner, handles, outputs)
+        _collect_finished(runner, launch, run)
+        run.errors += _kill_all(runner, run.handles, run.outputs)
     out_idx = launch.output_step % len(launch.steps) if launch.steps else 0
-    main = outputs.get(out_idx, StepOutput())
+    main = run.outputs.get(out_idx, StepOutput())
     exit_code: int | None = None
-    if not timed_out and not unreachable and main.finished:
-        codes = [outputs[i].exit_code for i in order
-                 if not launch.steps[i].background and i in outputs]
-        exit_code = main.exit_code or next((c for c in codes if c), None) or 0
-        if any(c is None for c in codes):
-            exit_code = None
-    if timed_out:
-        errors.append(f"timed out after {timeout_s:g} s; killed")
+    if not run.timed_out and not run.unreachable and main.finished:
+        exit_code = _exit_code(launch, order, run.outputs, main)
+    if run.timed_out:
+        run.errors.append(f"timed out after {timeout_s:g} s; killed")
     return RawResult(
         test_id=test_id,
         stdout=main.stdout,
-        stderr=_stderr(launch, outputs),
+        stderr=_stderr(launch, run.outputs),
         exit_code=exit_code,
         duration_s=time.monotonic() - t0,
-        timed_out=timed_out,
-        unreachable=tuple(dict.fromkeys(unreachable)),
+        timed_out=run.timed_out,
+        unreachable=tuple(dict.fromkeys(run.unreachable)),
         commands=launch.rendered,
-        error="; ".join(errors) or None,
+        error="; ".join(run.errors) or None,
     )
+
+
+def _start_steps(
+    runner: HostRunner, test_id: str, launch: ProbeLaunch, order: list[int], deadline: float,
+    run: _LaunchState,
+) -> bool:  # fmt: skip
+    """Start the steps in ``order``, each server until its port listens; False if one did not."""
+    for i in order:
+        step = run.current = launch.steps[i]
+        run.handles[i] = runner.start(step, f"{test_id}.{i}")
+        if step.background and step.wait_port is not None:
+            state = wait_for_port(runner, step, run.handles[i], deadline, f"{test_id}.{i}")
+            if state == "timeout":
+                run.timed_out = True
+                return False
+            if state == "exited":
+                run.outputs[i] = runner.wait(run.handles[i], 0)
+                run.errors.append(f"{step.host}: {step.argv[0]} exited before listening on "
+                                  f"port {step.wait_port}")
+                return False
+    return True
+
+
+def _wait_foreground(
+    runner: HostRunner, launch: ProbeLaunch, order: list[int], deadline: float,
+    run: _LaunchState,
+) -> None:  # fmt: skip
+    """Wait for every foreground step against the one deadline; timed out at the first late one."""
+    for i in order:
+        if launch.steps[i].background:
+            continue
+        run.outputs[i] = runner.wait(run.handles[i], max(0.0, deadline - time.monotonic()))
+        if not run.outputs[i].finished:
+            run.timed_out = True
+            return
+
+
+def _collect_finished(runner: HostRunner, launch: ProbeLaunch, run: _LaunchState) -> None:
+    """Pick up foreground steps that finished meanwhile (before everything left is killed)."""
+    for i, handle in run.handles.items():
+        if i not in run.outputs or not run.outputs[i].finished:
+            try:
+                out = runner.wait(handle, 0)
+            except ExecutorError:
+                continue
+            if out.finished and not launch.steps[i].background:
+                run.outputs[i] = out
+
+
+def _exit_code(
+    launch: ProbeLaunch, order: list[int], outputs: dict[int, StepOutput], main: StepOutput
+) -> int | None:
+    """The output step's exit code, else the first failing foreground one; None if one has none."""
+    codes = [outputs[i].exit_code for i in order
+             if not launch.steps[i].background and i in outputs]
+    exit_code = main.exit_code or next((c for c in codes if c), None) or 0
+    if any(c is None for c in codes):
+        exit_code = None
+    return exit_code
 
 
 def run_tests(

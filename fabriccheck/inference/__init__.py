@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fabriccheck.inference.attribute import Inference, infer
-from fabriccheck.inference.evaluate import evaluate, evaluate_peers
+from fabriccheck.inference.evaluate import evaluate
 from fabriccheck.inference.localize import LinkGroup, localize_links
+from fabriccheck.inference.peers import judge_against_peers
 
-__all__ = ["Inference", "LinkGroup", "evaluate", "evaluate_peers", "infer", "localize_links"]
+__all__ = ["Inference", "LinkGroup", "evaluate", "judge_against_peers", "infer", "localize_links"]

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from fabriccheck.inference.flaky import Flakiness, binomial_tail, find_flaky
 from fabriccheck.inference.localize import LinkGroup, localize_links
 from fabriccheck.models import (
     BAD,
@@ -28,9 +30,9 @@ from fabriccheck.models import (
     Verdict,
     nic_node,
 )
-from fabriccheck.planning.view import FabricView
+from fabriccheck.topology.view import FabricView
 
-Comp = tuple[str, str]  # ("node", name) | ("nic", endpoint) | ("link", "a -- b")
+Comp = tuple[str, Any]  # ("node", name) | ("nic", endpoint) | ("link", Link)
 _PRIORITY = {"node": 0, "nic": 1, "link": 2}
 
 
@@ -51,7 +53,12 @@ class Inference:
     good_nodes: set[str] = field(default_factory=set)
     good_nics: set[str] = field(default_factory=set)
     completed: set[str] = field(default_factory=set)
-    unexplained_groups: list[Observation] = field(default_factory=list)
+    #: intermittent parts (fail beyond noise, pass otherwise) and NICs worth another look
+    flakiness: Flakiness = field(default_factory=Flakiness)
+
+    @property
+    def flaky(self) -> dict[str, Verdict]:
+        return self.flakiness.flaky
 
     @property
     def blamed_nodes(self) -> set[str]:
@@ -59,6 +66,7 @@ class Inference:
         out = set(self.bad_nodes) | set(self.hung) | set(self.unreachable)
         out |= set(self.node_suspects) | set(self.hang_suspects)
         out |= {nic_node(n) for n in (*self.bad_nics, *self.nic_suspects)}
+        out |= {nic_node(n) for n, v in self.flaky.items() if v.kind in ("node", "nic")}
         return out
 
     def known_good(self) -> set[str]:
@@ -73,6 +81,16 @@ def _fmt(o: Observation) -> str:
     if o.value is None:
         return f"{o.test.test_id} ({o.reason[:60]})"
     return f"{o.test.test_id} {o.value:.1f} {o.unit}"
+
+
+@dataclass
+class _Failures:
+    """The failing observations left to explain, each with its un-cleared candidates."""
+
+    live: list[Observation]
+    cands: list[list[Comp]]
+    ambiguous: set[str]  # RoCE: possible ECMP contention (says nothing about links)
+    shared: set[str]  # RoCE: shares a leaf end with another failure of its round
 
 
 def infer(
@@ -100,32 +118,102 @@ def infer(
     Inference
     """
     inf = Inference()
-    passes = [o for o in observations if o.status == PASS]
-    fails = [o for o in observations if o.status == FAIL]
-    hangs = [o for o in observations if o.status == HANG]
+    good_links, retested_ok = _exonerate(observations, view, inf)
+    _collect_unreachable(observations, inf)
+    _attribute_hangs([o for o in observations if o.status == HANG], inf)
+    fx = _failures([o for o in observations if o.status == FAIL], view, inf, good_links,
+                   retested_ok)
+    chosen = _hitting_set(fx.cands, [set(o.test.nodes) for o in fx.live])
+    by_comp: dict[Comp, list[Observation]] = defaultdict(list)
+    for o, c in zip(fx.live, fx.cands, strict=True):
+        if not c and o.test.test_id not in fx.ambiguous:
+            inf.glitches.append(o.test.test_id)
+        for comp in c:
+            by_comp[comp].append(o)
+    # a possibly-contended failure pins nobody (dropping its links must not convict a device)
+    pinned = {t: n for t, n in _pinned(fx.live, fx.cands).items()
+              if t not in fx.ambiguous and t not in fx.shared}
+    switch_of = _uncleared_switches(fx, view, good_links)
+    for comp in sorted(set(chosen.values())):
+        if comp[0] == "node":
+            rival = _rival_switch(comp[1], by_comp[comp], fx.live, switch_of)
+            _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails,
+                        pinned, fx.shared, rival)
+        elif comp[0] == "nic":
+            _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned)
+    _co_suspects(fx.live, fx.cands, chosen, inf)
+    link_obs = [(o, [x[1] for x in c if x[0] == "link"])
+                for i, (o, c) in enumerate(zip(fx.live, fx.cands, strict=True))
+                if chosen.get(i, ("",))[0] == "link"]
+    inf.links = localize_links(link_obs, ib=view.fabric == "infiniband")
+    inf.links = _beyond_noise(inf.links, observations, view, fx.ambiguous | fx.shared,
+                              len(inf.glitches))
+    inf.flakiness = find_flaky(observations, view, inf.good_nodes, inf.good_nics, good_links,
+                               fx.ambiguous | fx.shared)
+    return inf
+
+
+def _exonerate(observations: Sequence[Observation], view: FabricView, inf: Inference
+               ) -> tuple[set[LinkKey], set[str]]:
+    """Passing tests clear their nodes, NICs and the links they surely crossed. Returns the
+    cleared links and the failing tests a same-route retest passed (glitches)."""
     good_links: set[LinkKey] = set()
     retested_ok: set[str] = set()
-    for o in passes:
+    fails: set[str] = set()
+    for o in observations:
+        if o.status == FAIL:
+            fails.update(o.test.nodes)
+        if o.status != PASS:
+            continue
         inf.good_nodes.update(o.test.nodes)
         inf.good_nics.update(o.test.nics)
         for f in o.test.flows:
             good_links |= view.flow_links(f)[0]
-        if o.test.params.get("retest_of"):
-            retested_ok.add(str(o.test.params["retest_of"]))
-    inf.completed = inf.good_nodes | {n for o in fails for n in o.test.nodes}
+        if o.test.params.retest_of:
+            retested_ok.add(o.test.params.retest_of)
+    inf.completed = inf.good_nodes | fails
+    return good_links, retested_ok
 
+
+def _beyond_noise(groups: list[LinkGroup], observations: Sequence[Observation],
+                  view: FabricView, contended: set[str], glitches: int,
+                  alpha: float = 0.01) -> list[LinkGroup]:
+    """Mark candidate sets whose failures noise explains: ``k`` failures among the ``n``
+    finished flows that may have crossed a candidate are likely at the run's glitch rate
+    (binomial tail above ``alpha`` / number of sets). A confirmed (bad) link always stands."""
+    finished = [o for o in observations
+                if o.status in (PASS, FAIL) and o.test.test_id not in contended]
+    if not groups or not finished:
+        return groups
+    rate = max(0.005, glitches / len(finished))
+    out = []
+    for g in groups:
+        cands = set(g.candidates)
+        n = sum(1 for o in finished
+                if any(view.flow_links(f)[1] & cands for f in o.test.flows))
+        p = binomial_tail(len(g.evidence), max(n, len(g.evidence)), rate)
+        out.append(g if g.bad or p < alpha / len(groups) else replace(g, significant=False))
+    return out
+
+
+def _collect_unreachable(observations: Sequence[Observation], inf: Inference) -> None:
     for o in observations:
         if o.status == UNREACHABLE and o.raw is not None:
             for host in o.raw.unreachable:
                 inf.unreachable.setdefault(host, Verdict(
                     "node", host, UNREACHABLE, "could not be reached", (o.test.test_id,)))
-    _attribute_hangs(hangs, inf)
 
-    ambiguous = _roce_collisions(fails, view) if view.fabric == "roce" else set()
+
+def _failures(fails: list[Observation], view: FabricView, inf: Inference,
+              good_links: set[LinkKey], retested_ok: set[str]) -> _Failures:
+    """Each failure's candidates: its un-cleared nodes, NICs and links (none for a failure a
+    same-route retest passed: a glitch)."""
+    roce = view.fabric == "roce"
+    ambiguous = _roce_collisions(fails, view) if roce else set()
     inf.ambiguous = sorted(ambiguous)
     # devices: any failure that shares a leaf end with another failure of its round may be
     # contention (whatever its value), so it never convicts a node or NIC without confirmation
-    shared = _shared_leaf_end(fails, view) if view.fabric == "roce" else set()
+    shared = _shared_leaf_end(fails, view) if roce else set()
     live: list[Observation] = []
     for o in fails:
         if o.test.test_id in retested_ok:
@@ -140,36 +228,9 @@ def infer(
         # cleared (a half-speed NIC beside a collision looks the same), by confirmation only
         links = set().union(*(view.flow_links(f)[1] for f in o.test.flows)) \
             if o.test.flows and o.test.test_id not in ambiguous else set()
-        c += [("link", link_name(lk)) for lk in sorted(links - good_links)]
+        c += [("link", lk) for lk in sorted(links - good_links)]
         cands.append(c)
-    chosen = _hitting_set(cands, [set(o.test.nodes) for o in live])
-    by_comp: dict[Comp, list[Observation]] = defaultdict(list)
-    for o, c in zip(live, cands, strict=True):
-        if not c and o.test.test_id not in ambiguous:
-            inf.glitches.append(o.test.test_id)
-        for comp in c:
-            by_comp[comp].append(o)
-    link_obs: list[tuple[Observation, list[LinkKey]]] = []
-    for i, (o, c) in enumerate(zip(live, cands, strict=True)):
-        comp = chosen.get(i)
-        if comp is None:
-            continue
-        if comp[0] == "link":
-            link_obs.append((o, [_key(x[1]) for x in c if x[0] == "link"]))
-        elif comp[0] == "node" and o.test.group_size > 2 and not _pairs_back(comp[1], by_comp):
-            inf.unexplained_groups.append(o)
-    # a possibly-contended failure pins nobody (dropping its links must not convict a device)
-    pinned = {t: n for t, n in _pinned(live, cands).items()
-              if t not in ambiguous and t not in shared}
-    for comp in sorted(set(chosen.values())):
-        if comp[0] == "node":
-            _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails,
-                        pinned, shared)
-        elif comp[0] == "nic":
-            _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned)
-    _co_suspects(live, cands, chosen, inf)
-    inf.links = localize_links(link_obs, ib=view.fabric == "infiniband")
-    return inf
+    return _Failures(live, cands, ambiguous, shared)
 
 
 def _co_suspects(live, cands, chosen, inf: Inference) -> None:
@@ -190,16 +251,6 @@ def _co_suspects(live, cands, chosen, inf: Inference) -> None:
                 inf.nic_suspects[name] = Verdict("nic", name, SUSPECT, why, (o.test.test_id,))
             elif kind == "node" and name not in inf.node_suspects and name not in inf.bad_nodes:
                 inf.node_suspects[name] = Verdict("node", name, SUSPECT, why, (o.test.test_id,))
-
-
-def _key(name: str) -> LinkKey:
-    a, b = name.split(" -- ")
-    return (a, b)
-
-
-def _pairs_back(node: str, by_comp: dict[Comp, list[Observation]]) -> bool:
-    """True when a node's blame rests on at least one small (pair) test too."""
-    return any(o.test.group_size <= 2 for o in by_comp[("node", node)])
 
 
 def _hitting_set(cands: list[list[Comp]], partners: list[set[str]]) -> dict[int, Comp]:
@@ -247,9 +298,35 @@ def _partners(node: str, obs: Sequence[Observation]) -> set[str]:
     return {n for o in obs for n in o.test.nodes if n != node}
 
 
+def _uncleared_switches(fx: _Failures, view: FabricView, good_links: set[LinkKey]
+                        ) -> dict[str, frozenset[str]]:
+    """Failing test id -> the switches of the links on its path(s) no passing test cleared."""
+    out = {}
+    for o in fx.live:
+        links = set().union(*(view.flow_links(f)[1] for f in o.test.flows)) - good_links
+        out[o.test.test_id] = frozenset(sw for lk in links for sw in lk)
+    return out
+
+
+def _rival_switch(node: str, obs: list[Observation], live: list[Observation],
+                  switch_of: dict[str, frozenset[str]]) -> str | None:
+    """A switch that explains ``node``'s failures as well as the node does: every failure of
+    the node crosses an un-cleared link of it, and another node's failures (tests without
+    ``node``) do too. Then the node is not convicted on pattern alone (a leaf with every
+    uplink at half speed makes all its nodes fail every cross-leaf test); a confirmation that
+    crosses no such link still can."""
+    common = frozenset.intersection(*(switch_of.get(o.test.test_id, frozenset()) for o in obs))
+    for sw in sorted(common):
+        if any(node not in o.test.nodes and sw in switch_of.get(o.test.test_id, ())
+               for o in live):
+            return sw
+    return None
+
+
 def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: int,
                 confirmed_min: int, pinned: dict[str, str],
-                shared: set[str] | frozenset[str] = frozenset()) -> None:
+                shared: set[str] | frozenset[str] = frozenset(), rival: str | None = None,
+                ) -> None:
     partners = _partners(node, obs)
     # without confirmation only failures against partners whose NICs passed elsewhere count
     # (a node paired with faulty partners on every rail in round 1 is no culprit), and none
@@ -262,7 +339,8 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
     # a confirmation convicts only when nothing else on its path is left to blame
     confirmed = any(o.test.purpose in ("confirm", "bisect") and pinned.get(o.test.test_id) == node
                     for o in obs)
-    strong = len(clean) >= min_fails and (len(rails) >= 2 or len(clean) >= 2 * min_fails)
+    strong = (len(clean) >= min_fails and (len(rails) >= 2 or len(clean) >= 2 * min_fails)
+              and rival is None)
     ids = tuple(o.test.test_id for o in obs)
     vals = ", ".join(_fmt(o) for o in obs[:4])
     reason = (f"failed {len(obs)} test(s) with {len(partners)} partner(s) "
@@ -270,8 +348,9 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
     if len(partners) >= 2 and (strong or (confirmed and len(obs) >= confirmed_min)):
         inf.bad_nodes[node] = Verdict("node", node, BAD, reason, ids)
     else:
-        inf.node_suspects[node] = Verdict("node", node, SUSPECT, reason + "; needs confirmation",
-                                          ids)
+        why = (f"; switch {rival} explains these failures too (other nodes fail across it): "
+               "needs a confirmation that avoids it") if rival else "; needs confirmation"
+        inf.node_suspects[node] = Verdict("node", node, SUSPECT, reason + why, ids)
 
 
 def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int,

@@ -30,6 +30,9 @@ class LinkGroup:
     flows: tuple[tuple[str, str], ...]
     values: tuple[str, ...]
     bad: bool
+    #: False when noise (the run's glitch rate) explains this many failures among the flows
+    #: that could have crossed the candidates: kept as an unconfirmed failure, not a suspect
+    significant: bool = True
 
     @property
     def summary(self) -> str:
@@ -45,6 +48,7 @@ class LinkGroup:
             "flows": [list(f) for f in self.flows],
             "values": list(self.values),
             "confirmed": self.bad,
+            "beyond_noise": self.significant,
         }
 
 
@@ -124,7 +128,7 @@ def localize_links(
         obs = [link_obs[i][0] for i in sorted(got)]
         pairs = {frozenset(o.test.nodes) for o in obs}
         probes = {frozenset(o.test.nodes) for o in obs
-                  if o.test.purpose == "localize" and not o.test.params.get("retest_of")}
+                  if o.test.purpose == "localize" and not o.test.params.retest_of}
         single = len(cands) == 1
         bad = single and len(probes) >= min_probe_pairs and len(pairs) >= min_probe_pairs
         out.append(LinkGroup(

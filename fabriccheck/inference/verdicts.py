@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from fabriccheck.inference.attribute import Inference, link_name
+from fabriccheck.inference.localize import LinkGroup
 from fabriccheck.models import (
     BAD,
     FAIL,
@@ -16,95 +18,172 @@ from fabriccheck.models import (
     Verdict,
     nic_node,
 )
-from fabriccheck.planning.view import FabricView
 from fabriccheck.policy import SweepPolicy
+from fabriccheck.run_history import RunHistory
+from fabriccheck.topology.view import FabricView
 
-if TYPE_CHECKING:
-    from fabriccheck.orchestrator import RunState
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How the loop ended, and what only the loop knows: when each verdict was reached and
+    which nodes bisection convicted (node -> the chain of test ids)."""
+
+    stop_reason: str = ""
+    budget_hit: bool = False
+    verdict_rounds: Mapping[str, int] = field(default_factory=dict)
+    scale_culprits: Mapping[str, list[str]] = field(default_factory=dict)
 
 
 def build_result(
-    mode: str, nodes: list[str], st: RunState, inf: Inference, view: FabricView,
-    policy: SweepPolicy,
+    mode: str, nodes: list[str], history: RunHistory, inf: Inference, view: FabricView,
+    policy: SweepPolicy, end: RunEnd,
 ) -> RunResult:
     """Assemble the :class:`RunResult` (the ``--json`` contract) of a finished run."""
-    scale_bad = {
-        n: Verdict("node", n, BAD,
-                   "fails only at scale: every group it was in failed, the other halves passed "
-                   f"(bisection {' -> '.join(ids)})", tuple(ids))
-        for n, ids in st.scale_culprits.items() if n not in inf.bad_nodes
-    }
-    bad_nodes = {**inf.bad_nodes, **scale_bad}
-    bad_nics = dict(inf.bad_nics)
-    for n, v in inf.bad_nodes.items():
-        nics = view.topology.nodes[n].nics
-        if len(nics) == 1:  # one NIC: the node and its NIC cannot be told apart; name both
-            e = nics[0].endpoint
-            bad_nics.setdefault(e, Verdict("nic", e, BAD, "single-NIC node, NIC and node cannot "
-                                           "be told apart: " + v.reason, v.evidence))
-    bad_links = [g for g in inf.links if g.bad]
-    link_suspects = [g for g in inf.links if not g.bad and len(g.evidence) >= 2]
-    unconfirmed = [g for g in inf.links if not g.bad and len(g.evidence) < 2]
+    bad_nodes = {**inf.bad_nodes, **_scale_bad(end, inf)}
+    bad_nics = _bad_nics(bad_nodes, inf, view)
     drain = set(bad_nodes) | {nic_node(n) for n in bad_nics} | set(inf.hung)
     suspects = sorted(
         (set(inf.node_suspects) | set(inf.hang_suspects) | set(inf.nic_suspects))
         - drain - {n for n in inf.nic_suspects if nic_node(n) in drain}
     )
-    verdicts: list[Verdict] = []
-    for n in nodes:
-        v = (bad_nodes.get(n) or inf.hung.get(n) or inf.unreachable.get(n)
-             or inf.node_suspects.get(n) or inf.hang_suspects.get(n))
-        if v is None:
-            state = HEALTHY if n in inf.completed else UNTESTED
-            nic_bad = [x for x in bad_nics if nic_node(x) == n]
-            reason = (f"drained for its bad NIC(s) {', '.join(nic_bad)}" if nic_bad
-                      else "passed its tests" if state == HEALTHY else "no test completed")
-            v = Verdict("node", n, BAD if nic_bad else state, reason)
-        verdicts.append(v)
+    verdicts = [_node_verdict(n, bad_nodes, bad_nics, inf) for n in nodes]
     verdicts += [bad_nics[k] for k in sorted(bad_nics)]
     verdicts += [v for k, v in sorted(inf.nic_suspects.items()) if nic_node(k) not in drain]
-    for g in inf.links:
-        if not g.bad and len(g.evidence) < 2:
-            continue  # one unreproduced low flow: noise until seen again (extra.unconfirmed_...)
-        state = BAD if g.bad else SUSPECT
-        name = " | ".join(link_name(k) for k in g.candidates)
-        why = (f"{len(g.evidence)} failing flow(s) not explained by any node or NIC "
-               f"({', '.join(v for v in g.values[:3] if v)}); "
-               + ("the only link on their routes not cleared by passing tests" if g.bad else
-                  f"{g.summary}: {len(g.candidates)} candidate link(s) explain them equally"))
-        verdicts.append(Verdict("link", name, state, why, g.evidence,
-                                g.candidates[0] if len(g.candidates) == 1 else None))
+    out_of_play = drain | set(inf.unreachable)
+    untested_nics = _untested_nics(nodes, view, inf, bad_nics, out_of_play)
+    verdicts += [Verdict("nic", x, UNTESTED, "no test of it completed with a result that "
+                         "clears or blames it") for x in untested_nics]
+    verdicts += [inf.flaky[k] for k in sorted(inf.flaky)]
+    switches = _switch_verdicts([g for g in inf.links if g.bad])
+    in_switch = {lk for v in switches for lk in v.evidence_links}
+    verdicts += [sw.verdict for sw in switches]
+    verdicts += [_link_verdict(g) for g in inf.links
+                 if _reported(g) and g.candidates[0] not in in_switch]
     untested = [v.name for v in verdicts if v.kind == "node" and v.state == UNTESTED]
+    untested += untested_nics
+    extra = _extra(history, inf, view, policy, end, untested)
+    extra["bad_switches"] = [sw.verdict.name for sw in switches]
+    extra["flaky"] = sorted(inf.flaky)
     return RunResult(
         mode=mode,
         nodes=list(nodes),
-        rounds=st.rounds,
-        tests=st.tests,
-        test_seconds=st.test_seconds,
+        rounds=history.round_count,
+        tests=history.tests,
+        test_seconds=history.test_seconds,
         bad_nodes=sorted(bad_nodes),
         bad_nics=sorted(bad_nics),
-        bad_links=[g.candidates[0] for g in bad_links],
-        link_suspects=[g.to_json() for g in link_suspects],
+        bad_links=[g.candidates[0] for g in inf.links if g.bad],
+        link_suspects=[g.to_json() for g in inf.links if _reported(g) and not g.bad],
         unreachable=sorted(inf.unreachable),
         hung=sorted(inf.hung),
         suspects=suspects,
         drain=sorted(drain),
-        fabric_warnings=list(dict.fromkeys(st.warnings)),
+        fabric_warnings=list(dict.fromkeys(history.warnings)),
         verdicts=verdicts,
-        observations=list(st.observations),
-        extra={
-            "untested": untested,
-            "glitches": sorted(inf.glitches),
-            "unconfirmed_link_failures": [g.to_json() for g in unconfirmed],
-            "stop_reason": st.stop_reason,
-            "verdict_rounds": dict(sorted(st.verdict_rounds.items())),
-            "budget_exhausted": st.budget_hit,
-            "fabric": view.fabric,
-            # switch links surely crossed by a test that ran to the end (pass or fail)
-            "link_coverage": view.coverage(
-                f for o in st.observations if o.status in (PASS, FAIL) for f in o.test.flows),
-            "topology": view.topology.name,
-            "seed": policy.seed,
-            "pair_probe": policy.pair_probe,
-        },
+        observations=list(history.observations),
+        extra=extra,
     )
+
+
+def _untested_nics(nodes: list[str], view: FabricView, inf: Inference,
+                   bad_nics: dict[str, Verdict], out_of_play: set[str]) -> list[str]:
+    """NICs of nodes still in play that no test cleared (passed) or blamed."""
+    judged = inf.good_nics | set(bad_nics) | set(inf.nic_suspects)
+    return [nic.endpoint for n in nodes if n not in out_of_play
+            for nic in view.topology.nodes[n].nics if nic.endpoint not in judged]
+
+
+@dataclass(frozen=True)
+class _Switch:
+    verdict: Verdict
+    evidence_links: tuple
+
+
+def _switch_verdicts(bad_links: list[LinkGroup], min_links: int = 3) -> list[_Switch]:
+    """A switch whose confirmed bad links are ``min_links`` or more: one switch verdict with
+    its links as evidence, instead of many link verdicts (a dead spine is one part)."""
+    by_switch: dict[str, list[LinkGroup]] = {}
+    for g in bad_links:
+        for sw in g.candidates[0]:
+            by_switch.setdefault(sw, []).append(g)
+    out = []
+    for sw, groups in sorted(by_switch.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        links = tuple(g.candidates[0] for g in groups)
+        if len(groups) < min_links or any(lk in s.evidence_links for s in out for lk in links):
+            continue
+        ids = tuple(t for g in groups for t in g.evidence)
+        why = (f"{len(groups)} of its links are bad ({', '.join(link_name(k) for k in links[:4])}"
+               f"{' ...' if len(links) > 4 else ''}): the switch explains them together")
+        out.append(_Switch(Verdict("switch", sw, BAD, why, ids), links))
+    return out
+
+
+def _scale_bad(end: RunEnd, inf: Inference) -> dict[str, Verdict]:
+    return {
+        n: Verdict("node", n, BAD,
+                   "fails only at scale: every group it was in failed, the other halves passed "
+                   f"(bisection {' -> '.join(ids)})", tuple(ids))
+        for n, ids in end.scale_culprits.items() if n not in inf.bad_nodes
+    }
+
+
+def _bad_nics(bad_nodes: dict[str, Verdict], inf: Inference, view: FabricView
+              ) -> dict[str, Verdict]:
+    out = dict(inf.bad_nics)
+    for n, v in inf.bad_nodes.items():
+        nics = view.topology.nodes[n].nics
+        if len(nics) == 1:  # one NIC: the node and its NIC cannot be told apart; name both
+            e = nics[0].endpoint
+            out.setdefault(e, Verdict("nic", e, BAD, "single-NIC node, NIC and node cannot "
+                                      "be told apart: " + v.reason, v.evidence))
+    return out
+
+
+def _node_verdict(n: str, bad_nodes: dict[str, Verdict], bad_nics: dict[str, Verdict],
+                  inf: Inference) -> Verdict:
+    v = (bad_nodes.get(n) or inf.hung.get(n) or inf.unreachable.get(n)
+         or inf.node_suspects.get(n) or inf.hang_suspects.get(n))
+    if v is not None:
+        return v
+    state = HEALTHY if n in inf.completed else UNTESTED
+    nic_bad = [x for x in bad_nics if nic_node(x) == n]
+    reason = (f"drained for its bad NIC(s) {', '.join(nic_bad)}" if nic_bad
+              else "passed its tests" if state == HEALTHY else "no test completed")
+    return Verdict("node", n, BAD if nic_bad else state, reason)
+
+
+def _reported(g: LinkGroup) -> bool:
+    """A bad link, or a candidate set with two or more failures that noise does not explain."""
+    return g.bad or (len(g.evidence) >= 2 and g.significant)
+
+
+def _link_verdict(g: LinkGroup) -> Verdict:
+    """A bad link, or a candidate set with two or more failures (one unreproduced low flow is
+    noise until seen again: ``extra.unconfirmed_link_failures``)."""
+    state = BAD if g.bad else SUSPECT
+    name = " | ".join(link_name(k) for k in g.candidates)
+    why = (f"{len(g.evidence)} failing flow(s) not explained by any node or NIC "
+           f"({', '.join(v for v in g.values[:3] if v)}); "
+           + ("the only link on their routes not cleared by passing tests" if g.bad else
+              f"{g.summary}: {len(g.candidates)} candidate link(s) explain them equally"))
+    return Verdict("link", name, state, why, g.evidence,
+                   g.candidates[0] if len(g.candidates) == 1 else None)
+
+
+def _extra(history: RunHistory, inf: Inference, view: FabricView, policy: SweepPolicy,
+           end: RunEnd, untested: list[str]) -> dict:
+    return {
+        "untested": untested,
+        "glitches": sorted(inf.glitches),
+        "unconfirmed_link_failures": [g.to_json() for g in inf.links if not _reported(g)],
+        "stop_reason": end.stop_reason,
+        "verdict_rounds": dict(sorted(end.verdict_rounds.items())),
+        "budget_exhausted": end.budget_hit,
+        "fabric": view.fabric,
+        # switch links surely crossed by a test that ran to the end (pass or fail)
+        "link_coverage": view.coverage(
+            f for o in history.observations if o.status in (PASS, FAIL) for f in o.test.flows),
+        "topology": view.topology.name,
+        "seed": policy.seed,
+        "pair_probe": policy.pair_probe,
+    }

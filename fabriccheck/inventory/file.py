@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fabriccheck.errors import ConfigError
 
 
@@ -97,57 +95,6 @@ class Inventory:
         return sorted(self.hosts)
 
 
-def _req(d: Mapping[str, Any], key: str, source: str, where: str) -> Any:
-    if key not in d or d[key] in (None, ""):
-        raise ConfigError(f"missing {key!r}", source=source, field=f"{where}.{key}".lstrip("."))
-    return d[key]
-
-
-def _int(value: Any, source: str, where: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"expected an integer, got {value!r}", source=source,
-                          field=where) from None
-
-
-def _nics(raw: Any, source: str, where: str) -> tuple[NicAddress, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, Mapping):
-        raise ConfigError("expected a mapping NIC name -> {ip, rail}", source=source, field=where)
-    out = []
-    for i, (name, spec) in enumerate(raw.items()):
-        if isinstance(spec, str):
-            out.append(NicAddress(str(name), spec, i))
-        elif isinstance(spec, Mapping):
-            ip = _req(spec, "ip", source, f"{where}.{name}")
-            rail = _int(spec.get("rail", i), source, f"{where}.{name}.rail")
-            out.append(NicAddress(str(name), str(ip), rail))
-        else:
-            raise ConfigError(f"expected an IP or {{ip, rail}}, got {spec!r}", source=source,
-                              field=f"{where}.{name}")
-    return tuple(out)
-
-
-def _probe_options(raw: Any, source: str) -> dict[str, Any]:
-    from dataclasses import fields
-
-    from fabriccheck.probes.commands import CommandOptions
-
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError("expected a mapping of probe settings", source=source, field="probes")
-    allowed = {f.name for f in fields(CommandOptions)} - {"python", "env"}
-    for key in raw:
-        if key not in allowed:
-            raise ConfigError(f"unknown probe setting {key!r}", source=source,
-                              field=f"probes.{key}",
-                              hint=f"use one of {', '.join(sorted(allowed))}")
-    return dict(raw)
-
-
 def _path(value: Any, base: Path) -> Path | None:
     if value in (None, ""):
         return None
@@ -163,50 +110,31 @@ def inventory_from_dict(
     Relative key/known_hosts paths are resolved against ``base`` (the file's directory).
     Raises :class:`ConfigError` naming the file and field on any problem.
     """
+    from fabriccheck.schema.base import check
+    from fabriccheck.schema.inventory import InventoryFile
+
     base = base or Path.cwd()
-    if not isinstance(data, Mapping):
-        raise ConfigError("an inventory must be a mapping with a 'hosts' key", source=source)
-    ssh = data.get("ssh") or {}
-    if not isinstance(ssh, Mapping):
-        raise ConfigError("expected a mapping", source=source, field="ssh")
-    user = str(ssh.get("user", "root"))
-    port = _int(ssh.get("port", 22), source, "ssh.port")
-    hosts_raw = _req(data, "hosts", source, "")
-    if not isinstance(hosts_raw, Mapping) or not hosts_raw:
-        raise ConfigError("expected a non-empty mapping host -> {address, ...}", source=source,
-                          field="hosts")
-    hosts: dict[str, HostEntry] = {}
-    for name, spec in hosts_raw.items():
-        where = f"hosts.{name}"
-        if isinstance(spec, str):
-            spec = {"address": spec}
-        if not isinstance(spec, Mapping):
-            raise ConfigError("expected a mapping with 'address'", source=source, field=where)
-        hosts[str(name)] = HostEntry(
-            name=str(name),
-            address=str(_req(spec, "address", source, where)),
-            port=_int(spec.get("port", port), source, f"{where}.port"),
-            user=str(spec.get("user", user)),
-            nics=_nics(spec.get("nics"), source, f"{where}.nics"),
+    model = check(InventoryFile, data, source=source)
+    ssh = model.ssh
+    hosts = {
+        name: HostEntry(
+            name=name,
+            address=h.address,
+            port=h.port if h.port is not None else ssh.port,
+            user=h.user if h.user is not None else ssh.user,
+            nics=tuple(NicAddress(n, nic.ip, nic.rail) for n, nic in h.nics.items()),
         )
-    env = data.get("env") or {}
-    if not isinstance(env, Mapping):
-        raise ConfigError("expected a mapping NAME -> value", source=source, field="env")
-    probe_options = _probe_options(data.get("probes"), source)
-    try:
-        timeout_s = float(ssh.get("connect_timeout_s", 5.0))
-    except (TypeError, ValueError):
-        raise ConfigError("expected seconds", source=source,
-                          field="ssh.connect_timeout_s") from None
+        for name, h in model.hosts.items()
+    }
     return Inventory(
         hosts=hosts,
-        key_path=_path(ssh.get("key"), base),
-        known_hosts_path=_path(ssh.get("known_hosts"), base),
-        connect_timeout_s=timeout_s,
-        python=str(data.get("python", "python3")),
-        env={str(k): str(v) for k, v in env.items()},
-        probe_options=probe_options,
-        name=str(data.get("name", "")),
+        key_path=_path(ssh.key, base),
+        known_hosts_path=_path(ssh.known_hosts, base),
+        connect_timeout_s=ssh.connect_timeout_s,
+        python=model.python,
+        env=dict(model.env),
+        probe_options=model.probes.model_dump(exclude_unset=True),
+        name=model.name,
         source=source,
     )
 
@@ -229,15 +157,10 @@ def load_inventory(path: str | Path) -> Inventory:
     ConfigError
         The file is missing, not YAML, or a field is wrong (message names file and field).
     """
+    from fabriccheck.schema.yamlio import read_yaml
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read inventory: {exc.strerror}", source=str(p)) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}".splitlines()[0], source=str(p)) from exc
+    data = read_yaml(p, what="inventory")
     return inventory_from_dict(data, source=str(p), base=p.resolve().parent)
 
 

@@ -96,7 +96,7 @@ def nodes_from_state(
     nodes : iterable of mapping
         ``ray.nodes()`` entries (``NodeID``, ``Alive``, ``NodeManagerAddress``, ``Resources``, ...).
     available : mapping
-        Node id -> available resources (``ray._private.state.available_resources_per_node()``).
+        Node id -> available resources (:func:`available_from_status`).
     idle_resource : str
         The resource that must be entirely free for a node to be idle.
 
@@ -127,15 +127,43 @@ def nodes_from_state(
     return sorted(out, key=lambda n: (n.name, n.node_id))
 
 
-def cluster_state() -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
-    """``ray.nodes()`` and per-node available resources of the connected cluster (mapped errors)."""
-    import ray
-    from ray._private import state
+def available_from_status(status: Any) -> dict[str, dict[str, float]]:
+    """Node id -> free resources, from the cluster status Ray's own ``ray status`` reads.
 
-    from fabriccheck.executors.ray_session import map_ray_error
+    ``status`` is a ``ray.autoscaler.v2.schema.ClusterStatus``: running nodes are in
+    ``active_nodes`` and ``idle_nodes``, each with ``node_id`` (hex, as ``ray.nodes()``'s
+    ``NodeID``) and ``resource_usage.usage`` entries of ``resource_name``, ``total``, ``used``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> gpu = NS(resource_name="GPU", total=8.0, used=2.0)
+    >>> node = NS(node_id="ab12", resource_usage=NS(usage=[gpu]))
+    >>> available_from_status(NS(active_nodes=[node], idle_nodes=[]))
+    {'ab12': {'GPU': 6.0}}
+    """
+    out: dict[str, dict[str, float]] = {}
+    for node in (*status.active_nodes, *status.idle_nodes):
+        usage = node.resource_usage.usage if node.resource_usage is not None else ()
+        out[str(node.node_id)] = {
+            str(u.resource_name): float(u.total) - float(u.used) for u in usage
+        }
+    return out
+
+
+def cluster_state() -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+    """``ray.nodes()`` and per-node available resources of the connected cluster (mapped errors).
+
+    Public Ray APIs only: ``ray.nodes()``, the runtime context's GCS address and the cluster
+    status behind ``ray status`` (``ray.autoscaler.v2.sdk.get_cluster_status``, Ray >= 2.9)
+    instead of ``ray._private.state.available_resources_per_node``.
+    """
+    import ray
+    from ray.autoscaler.v2.sdk import get_cluster_status
+
+    from fabriccheck.inventory.ray_session import map_ray_error
 
     try:
-        return ray.nodes(), state.available_resources_per_node()
+        status = get_cluster_status(ray.get_runtime_context().gcs_address)
+        return ray.nodes(), available_from_status(status)
     except Exception as exc:  # Ray boundary
         raise map_ray_error(exc, what="read the Ray cluster's nodes") from exc
 
@@ -151,7 +179,7 @@ def discover_ray_nodes(
 
     Raises :class:`~fabriccheck.errors.ConnectError` when the cluster cannot be reached.
     """
-    from fabriccheck.executors.ray_session import connect, disconnect
+    from fabriccheck.inventory.ray_session import connect, disconnect
 
     owned = connect(address, timeout_s=timeout_s, node_ip_address=node_ip_address)
     try:

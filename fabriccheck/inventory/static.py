@@ -10,49 +10,31 @@ import hostlist
 from fabriccheck.errors import ConfigError
 
 
-def expand_nodes(spec: str, *, source: str = "--nodes") -> list[str]:
+def expand_nodes(spec: str, *, source: str = "--nodes", field: str | None = None) -> list[str]:
     """Expand a hostlist expression (``node[001-016,020]``, comma/space separated) to names.
 
-    Order is kept, duplicates dropped.
+    python-hostlist does the work (brackets, ranges, top-level commas); blanks separate
+    expressions too. Order is kept, duplicates dropped. A bad expression raises a
+    :class:`ConfigError` naming ``source`` (a flag, or a file with ``field`` = its line).
 
     >>> expand_nodes("node-[001-003],node-010")
     ['node-001', 'node-002', 'node-003', 'node-010']
+    >>> expand_nodes("n[3-1]", source="nodes.txt", field="line 2")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    fabriccheck.errors.ConfigError: nodes.txt:line 2: bad hostlist 'n[3-1]': start > stop (...)
     """
-    text = " ".join(spec.split())
-    if not text:
-        return []
-    out: list[str] = []
-    for part in _split_top_level(text):
-        try:
-            out.extend(hostlist.expand_hostlist(part))
-        except hostlist.BadHostlist as exc:
-            raise ConfigError(
-                f"bad hostlist {part!r}: {exc}",
-                source=source,
-                hint="use names like node-[001-016,020] separated by commas",
-            ) from exc
-    return list(dict.fromkeys(out))
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas/spaces that are not inside ``[...]``."""
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if depth == 0 and ch in ", ":
-            if cur:
-                parts.append("".join(cur))
-            cur = []
-            continue
-        cur.append(ch)
-    if depth != 0:
-        raise ConfigError(f"unbalanced brackets in {text!r}", source="--nodes")
-    if cur:
-        parts.append("".join(cur))
-    return parts
+    text = ",".join(spec.split())
+    try:
+        names = hostlist.expand_hostlist(text)
+    except hostlist.BadHostlist as exc:
+        raise ConfigError(
+            f"bad hostlist {spec.strip()!r}: {exc}",
+            source=source,
+            field=field,
+            hint="use names like node-[001-016,020] separated by commas",
+        ) from exc
+    return list(dict.fromkeys(names))
 
 
 def load_node_file(path: str | Path) -> list[str]:
@@ -72,7 +54,7 @@ def load_node_file(path: str | Path) -> list[str]:
             continue
         if line.startswith("- "):
             line = line[2:].strip().strip("'\"")
-        out.extend(expand_nodes(line, source=f"{p}:{lineno}"))
+        out.extend(expand_nodes(line, source=str(p), field=f"line {lineno}"))
     if not out:
         raise ConfigError("no nodes listed", source=str(p), hint="one hostlist per line")
     return list(dict.fromkeys(out))

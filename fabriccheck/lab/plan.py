@@ -20,7 +20,7 @@ down for a second with the fault's probability, ``node_unreachable`` starts no s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.faults import FaultSet
@@ -115,6 +115,18 @@ def _mbit(gbps: float, scale: float, factor: float = 1.0) -> float:
     return round(gbps * 1000.0 * scale * factor, 3)
 
 
+@dataclass
+class _FaultEffects:
+    """What the faults do to the lab: rate factors, interfaces down, flapping links, notes."""
+
+    nic_factor: dict[str, float] = field(default_factory=dict)
+    link_factor: dict[LinkKey, float] = field(default_factory=dict)
+    nic_down: set[str] = field(default_factory=set)
+    link_down: set[LinkKey] = field(default_factory=set)
+    flaps: dict[LinkKey, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
 def plan_lab(
     topo: Topology,
     faults: FaultSet | None = None,
@@ -148,66 +160,87 @@ def plan_lab(
         raise ConfigError(f"the lab supports at most {MAX_HOSTS} hosts, topology has "
                           f"{len(topo.nodes)}", source=topo.source or topo.name)
     faults = (faults or FaultSet()).validate(topo)
-    nic_factor: dict[str, float] = {}
-    link_factor: dict[LinkKey, float] = {}
-    nic_down: set[str] = set()
-    link_down: set[LinkKey] = set()
-    flaps: dict[LinkKey, float] = {}
-    notes: list[str] = []
-    for f in faults.faults:
-        if f.kind == "nic_degraded":
-            nic_factor[f.nic] = nic_factor.get(f.nic, 1.0) * f.factor
-            notes.append(f"{f.nic}: tbf at {f.factor:g} x rate (both directions)")
-        elif f.kind == "nic_down":
-            nic_down.add(f.nic)
-            notes.append(f"{f.nic}: ip link set down")
-        elif f.kind == "node_slow":
-            for nic in topo.nodes[f.node].nics:
-                nic_factor[nic.endpoint] = nic_factor.get(nic.endpoint, 1.0) * f.factor
-            notes.append(f"{f.node}: every NIC at {f.factor:g} x rate")
-        elif f.kind == "link_degraded":
-            link_factor[f.link] = link_factor.get(f.link, 1.0) * f.factor
-            notes.append(f"{f.link[0]} -- {f.link[1]}: tbf at {f.factor:g} x rate")
-        elif f.kind == "link_down":
-            link_down.add(f.link)
-            notes.append(f"{f.link[0]} -- {f.link[1]}: ip link set down")
-        elif f.kind == "link_flapping":
-            flaps[f.link] = f.probability
-            notes.append(f"{f.link[0]} -- {f.link[1]}: down for 1 s with p={f.probability:g} "
-                         "each second")
-        elif f.kind == "node_unreachable":
-            notes.append(f"{f.node}: sshd not running")
-        elif f.kind == "node_hang":
-            notes.append(f"{f.node}: probe commands hang (PATH shadowed)")
-        else:
-            raise ConfigError(f"the lab cannot make {f.kind!r} real", source=faults.source,
-                              field="faults", hint="use it with the simulator only")
+    fx = _fault_effects(topo, faults)
     unreachable = set(faults.unreachable_nodes())
     hung = set(faults.hung_nodes())
     bridges = {sw: f"s{k}" for k, sw in enumerate(sorted(topo.switches))}
-    hosts = []
-    for i, node_name in enumerate(sorted(topo.nodes)):
-        nics = []
-        for nic in sorted(topo.nodes[node_name].nics, key=lambda n: n.rail):
-            if not IFNAME_RE.match(nic.name) or nic.name == "mgmt0":
-                raise ConfigError(f"NIC name {nic.name!r} of {node_name} is not usable as a "
-                                  "Linux interface name", source=topo.source or topo.name,
-                                  hint="use names like eth0 (<= 15 characters)")
-            ep = nic.endpoint
-            sw = topo.attachment[ep]
-            link = next(lk for lk in topo.links.values() if ep in (lk.a, lk.b))
-            factor = nic_factor.get(ep, 1.0) * link_factor.get(link.key, 1.0)
-            rate = _mbit(min(nic.gbps, link.gbps), rate_scale, factor)
-            nics.append(NicPlan(
-                endpoint=ep, name=nic.name, rail=nic.rail, ip=f"192.168.{100 + nic.rail}.{i + 1}",
-                switch=sw, port=f"h{i}r{nic.rail}", rate_mbit=rate, port_rate_mbit=rate,
-                down=ep in nic_down, link_down=link.key in link_down,
-            ))
-        hosts.append(HostPlan(
+    hosts = [
+        HostPlan(
             name=node_name, index=i, netns=f"{ns_prefix(name)}-{node_name}",
             mgmt_ip=f"10.220.{mgmt_octet}.{i + 2}", mgmt_root_if=f"{root_prefix(name)}{i}",
-            nics=tuple(nics), sshd=node_name not in unreachable, hang=node_name in hung,
+            nics=_plan_nics(topo, node_name, i, fx, rate_scale),
+            sshd=node_name not in unreachable, hang=node_name in hung,
+        )
+        for i, node_name in enumerate(sorted(topo.nodes))
+    ]  # fmt: skip
+    trunks = _plan_trunks(topo, fx, rate_scale)
+    return LabPlan(
+        name=name, topology=topo.name, mgmt_net=f"10.220.{mgmt_octet}",
+        switch_ns=f"{ns_prefix(name)}.switches", mgmt_bridge=f"{root_prefix(name)}br",
+        bridges=bridges, hosts=tuple(hosts), trunks=tuple(trunks), faults=tuple(fx.notes),
+        rate_scale=rate_scale, flapping=_flapping_ports(hosts, trunks, fx.flaps),
+    )
+
+
+def _fault_effects(topo: Topology, faults: FaultSet) -> _FaultEffects:
+    """Turn each fault into rate factors, downed interfaces or flaps, with a note on how."""
+    fx = _FaultEffects()
+    for f in faults.faults:
+        if f.kind == "nic_degraded":
+            fx.nic_factor[f.nic] = fx.nic_factor.get(f.nic, 1.0) * f.factor
+            fx.notes.append(f"{f.nic}: tbf at {f.factor:g} x rate (both directions)")
+        elif f.kind == "nic_down":
+            fx.nic_down.add(f.nic)
+            fx.notes.append(f"{f.nic}: ip link set down")
+        elif f.kind == "node_slow":
+            for nic in topo.nodes[f.node].nics:
+                fx.nic_factor[nic.endpoint] = fx.nic_factor.get(nic.endpoint, 1.0) * f.factor
+            fx.notes.append(f"{f.node}: every NIC at {f.factor:g} x rate")
+        elif f.kind == "link_degraded":
+            fx.link_factor[f.link] = fx.link_factor.get(f.link, 1.0) * f.factor
+            fx.notes.append(f"{f.link[0]} -- {f.link[1]}: tbf at {f.factor:g} x rate")
+        elif f.kind == "link_down":
+            fx.link_down.add(f.link)
+            fx.notes.append(f"{f.link[0]} -- {f.link[1]}: ip link set down")
+        elif f.kind == "link_flapping":
+            fx.flaps[f.link] = f.probability
+            fx.notes.append(f"{f.link[0]} -- {f.link[1]}: down for 1 s with "
+                            f"p={f.probability:g} each second")  # fmt: skip
+        elif f.kind == "node_unreachable":
+            fx.notes.append(f"{f.node}: sshd not running")
+        elif f.kind == "node_hang":
+            fx.notes.append(f"{f.node}: probe commands hang (PATH shadowed)")
+        else:
+            raise ConfigError(f"the lab cannot make {f.kind!r} real", source=faults.source,
+                              field="faults", hint="use it with the simulator only")
+    return fx
+
+
+def _plan_nics(
+    topo: Topology, node_name: str, i: int, fx: _FaultEffects, rate_scale: float
+) -> tuple[NicPlan, ...]:
+    """The NICs of host number ``i``, by rail: address, switch port, rate and down states."""
+    nics = []
+    for nic in sorted(topo.nodes[node_name].nics, key=lambda n: n.rail):
+        if not IFNAME_RE.match(nic.name) or nic.name == "mgmt0":
+            raise ConfigError(f"NIC name {nic.name!r} of {node_name} is not usable as a "
+                              "Linux interface name", source=topo.source or topo.name,
+                              hint="use names like eth0 (<= 15 characters)")
+        ep = nic.endpoint
+        sw = topo.attachment[ep]
+        link = next(lk for lk in topo.links.values() if ep in (lk.a, lk.b))
+        factor = fx.nic_factor.get(ep, 1.0) * fx.link_factor.get(link.key, 1.0)
+        rate = _mbit(min(nic.gbps, link.gbps), rate_scale, factor)
+        nics.append(NicPlan(
+            endpoint=ep, name=nic.name, rail=nic.rail, ip=f"192.168.{100 + nic.rail}.{i + 1}",
+            switch=sw, port=f"h{i}r{nic.rail}", rate_mbit=rate, port_rate_mbit=rate,
+            down=ep in fx.nic_down, link_down=link.key in fx.link_down,
         ))
+    return tuple(nics)
+
+
+def _plan_trunks(topo: Topology, fx: _FaultEffects, rate_scale: float) -> list[TrunkPlan]:
+    """One trunk per switch-to-switch link; every other link must end on a NIC."""
     trunks = []
     k = 0
     for key in sorted(topo.links):
@@ -215,19 +248,21 @@ def plan_lab(
         if lk.a in topo.switches and lk.b in topo.switches:
             trunks.append(TrunkPlan(
                 link=key, a=key[0], b=key[1], port_a=f"t{k}a", port_b=f"t{k}b",
-                rate_mbit=_mbit(lk.gbps, rate_scale, link_factor.get(key, 1.0)),
-                down=key in link_down,
+                rate_mbit=_mbit(lk.gbps, rate_scale, fx.link_factor.get(key, 1.0)),
+                down=key in fx.link_down,
             ))
             k += 1
         elif not (nic_node(lk.a) in topo.nodes or nic_node(lk.b) in topo.nodes):
             raise ConfigError(f"link {lk.a} -- {lk.b} joins neither a NIC nor two switches",
                               source=topo.source or topo.name)
+    return trunks
+
+
+def _flapping_ports(
+    hosts: list[HostPlan], trunks: list[TrunkPlan], flaps: dict[LinkKey, float]
+) -> tuple[tuple[str, float], ...]:
+    """The switch-namespace port of each flapping link (host ports, then trunks) and its odds."""
     flapping = [(n.port, flaps[lk]) for h in hosts for n in h.nics
                 for lk in flaps if n.endpoint in lk]
     flapping += [(t.port_a, flaps[t.link]) for t in trunks if t.link in flaps]
-    return LabPlan(
-        name=name, topology=topo.name, mgmt_net=f"10.220.{mgmt_octet}",
-        switch_ns=f"{ns_prefix(name)}.switches", mgmt_bridge=f"{root_prefix(name)}br",
-        bridges=bridges, hosts=tuple(hosts), trunks=tuple(trunks), faults=tuple(notes),
-        rate_scale=rate_scale, flapping=tuple(flapping),
-    )
+    return tuple(flapping)

@@ -5,11 +5,9 @@ from __future__ import annotations
 from fabriccheck.planning.build import RoundBuilder, ring_flows
 from fabriccheck.planning.followup import BisectTask, bisect_round_bound, split_halves
 from fabriccheck.planning.pairing import PairPlan, plan_pairs, plan_rail_pairs
-from fabriccheck.planning.view import FabricView
 
 __all__ = [
     "BisectTask",
-    "FabricView",
     "PairPlan",
     "RoundBuilder",
     "bisect_round_bound",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fabriccheck.models import Flow, Test
-from fabriccheck.planning.view import FabricView
+from fabriccheck.models import Flow, ProbeParams, Purpose, Test
 from fabriccheck.policy import PAIR_PROBES, SweepPolicy
 from fabriccheck.specs import TestSpec
+from fabriccheck.topology.view import FabricView
 
 
 def ring_flows(nodes: Sequence[str], rails: Sequence[int], view: FabricView) -> tuple[Flow, ...]:
@@ -93,14 +93,14 @@ class RoundBuilder:
             nodes=(client, server),
             flows=(Flow(src, dst),),
             round=self.round_no,
-            purpose=purpose,
+            purpose=Purpose(purpose),
             timeout_s=self.timeout_s,
-            params={
+            params=ProbeParams.of({
                 "size_bytes": ps.size_bytes,
                 "rails": (rail,),
                 "duration_s": self.policy.duration_s,
                 **params,
-            },
+            }),
         )
         self.busy_tx.add(src)
         self.busy_rx.add(dst)
@@ -139,9 +139,9 @@ class RoundBuilder:
             nodes=nodes,
             flows=flows,
             round=self.round_no,
-            purpose=purpose,
+            purpose=Purpose(purpose),
             timeout_s=self.timeout_s,
-            params=p,
+            params=ProbeParams.of(p),
         )
         self.busy_nodes.update(nodes)
         self.tests.append(test)

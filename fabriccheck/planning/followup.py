@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from fabriccheck.models import LinkKey, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.view import FabricView
+from fabriccheck.topology.view import FabricView
 
 
 @dataclass(frozen=True)
@@ -124,16 +124,21 @@ class GoodPool:
 
 def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
                      local: Sequence[str] = (), met: frozenset[str] = frozenset(),
-                     directions: Sequence[str] = ("client", "server")) -> int:
+                     directions: Sequence[str] = ("client", "server"),
+                     used: set[str] | None = None) -> int:
     """Client and server tests of a suspect NIC against known-good same-leaf partners.
 
     ``directions`` lets the caller give every suspect its client test before any gets its
     server test, so a leaf's few known-good partners are shared out (links are full duplex).
+    ``used`` (shared by the caller across such calls) holds the partners the suspect already
+    has this round: its two confirmations are never with the same partner (independent
+    evidence).
     """
     node = nic_node(nic)
     rail = b.view.topology.nics[nic].rail
     made = 0
-    used: set[str] = {node}
+    used = used if used is not None else set()
+    used.add(node)
     for direction in directions:
         way = "rx" if direction == "client" else "tx"  # what the partner's NIC does
         partner = pool.take_nic_partner(nic, rail, b, good_nics, used, way, local, met)
@@ -149,7 +154,8 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
 def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
                       *, hang: bool = False, local: Sequence[str] = (),
                       met: frozenset[str] = frozenset(),
-                      directions: Sequence[str] = ("client", "server")) -> int:
+                      directions: Sequence[str] = ("client", "server"),
+                      used: dict[int, set[str]] | None = None) -> int:
     """Confirmation of a suspect node: every rail both ways (one test for a hang suspect).
 
     Per rail with ``ib_write_bw`` even when the sweep used a collective, so a suspect node's
@@ -169,9 +175,11 @@ def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set
         for r in rails:
             nic = b.view.rails_of[node][r]
             way = "rx" if direction == "client" else "tx"
-            partner = pool.take_nic_partner(nic, r, b, good_nics, {node}, way, local, met)
+            taken = used.setdefault(r, {node}) if used is not None else {node}
+            partner = pool.take_nic_partner(nic, r, b, good_nics, taken, way, local, met)
             if partner is None:
                 continue
+            taken.add(partner)
             client, server = (node, partner) if direction == "client" else (partner, node)
             if b.add_flow(client, server, r, "confirm") is not None:
                 made += 1
@@ -287,7 +295,7 @@ def plan_roce_batch(leaf_a: str, leaf_b: str, rail: int, b: RoundBuilder, good_n
     # could collide with them, so it stays away
     taken: set[tuple[str, str]] = set()
     for t in b.tests:
-        if "batch" in t.params:
+        if t.params.batch is not None:
             continue
         for f in t.flows:
             if att.get(f.src) != att.get(f.dst):

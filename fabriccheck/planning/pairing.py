@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from fabriccheck.planning.view import FabricView
+from fabriccheck.topology.view import FabricView
 
 Pair = tuple[str, str]
 
@@ -146,11 +146,9 @@ def plan_pairs(
     budget
         Share link reservations with other calls of the same round (one per rail).
     prev_served
-        InfiniBand: nodes that already received a cross-leaf flow. A destination-routed fabric
-        (D-mod-K) brings every flow to a node down one fixed spine link, so a leaf's downlinks
-        are all crossed once each of its nodes has received a cross flow: IB rounds pair every
-        node across leaves (cross pairs of two whole leaves never share a directed link) and
-        make the node not yet served the receiver, so rounds 1+2 cover every leaf uplink.
+        InfiniBand: nodes that already received a cross-leaf flow. D-mod-K brings every flow
+        to a node down one fixed spine link, so IB rounds pair every node across leaves and
+        make the node not yet served the receiver: rounds 1+2 cover every leaf uplink.
 
     Returns
     -------
@@ -165,21 +163,10 @@ def plan_pairs(
     ib = view.fabric == "infiniband" and view.rail_optimized
     tag = "all" if rail is None else rail
     rng = random.Random(f"pairs:{seed}:{round_no}:{tag}")
-    pods: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    att = view.topology.attachment
-    for n in sorted(set(nodes)):
-        if rail is None:
-            pods[view.pod(n)].append(n)
-        elif rail in view.rails_of[n]:
-            pods[(att.get(view.rails_of[n][rail], ""),)].append(n)
     met = {n for p in avoid_set for n in p}  # paired on this rail in an earlier round
-    for members in pods.values():
-        rng.shuffle(members)
-        # nodes a round left over come first, so no NIC stays untested for two rounds
-        if ib:  # everyone crosses; receivers-to-be first
-            members.sort(key=lambda n: (n in met, n in served))
-        else:  # stable: last round's local nodes cross first
-            members.sort(key=lambda n: (n in met, n in crossed))
+    # nodes a round left over come first, so no NIC stays untested for two rounds; IB: everyone
+    # crosses, receivers-to-be first; otherwise last round's local nodes cross first
+    pods = _pods(nodes, view, rail, rng, lambda n: (n in met, n in (served if ib else crossed)))
     order = sorted(pods)
     random.Random(f"pods:{seed}:{tag}").shuffle(order)
     budget = budget or CrossBudget(view, roce_cross_share)
@@ -229,6 +216,23 @@ def plan_rail_pairs(
         )
         for r in rails
     }
+
+
+def _pods(nodes: Iterable[str], view: FabricView, rail: int | None, rng: random.Random,
+          order_key) -> dict[tuple[str, ...], list[str]]:
+    """Nodes grouped by pod (their leaves; one rail's leaf with ``rail``), shuffled, then
+    stably ordered by ``order_key``."""
+    pods: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    att = view.topology.attachment
+    for n in sorted(set(nodes)):
+        if rail is None:
+            pods[view.pod(n)].append(n)
+        elif rail in view.rails_of[n]:
+            pods[(att.get(view.rails_of[n][rail], ""),)].append(n)
+    for members in pods.values():
+        rng.shuffle(members)
+        members.sort(key=order_key)
+    return pods
 
 
 def pods_key(view: FabricView, node: str, rail: int | None) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from fabriccheck.models import RawResult, Test
 from fabriccheck.probes import TOOLS
 from fabriccheck.probes._text import strip_source_line
 from fabriccheck.probes.iperf3 import parse_iperf3
-from fabriccheck.probes.nccl_log import scan_nccl_log
+from fabriccheck.probes.job_triage import scan_with_triage
 from fabriccheck.probes.nccl_tests import parse_nccl_tests
 from fabriccheck.probes.nccl_tests_json import looks_like_nccl_tests_json
 from fabriccheck.probes.perftest import parse_perftest
@@ -112,7 +112,7 @@ def parse_text(text: str, tool: str | None = None) -> Result:
     if tool == "iperf3":
         return parse_iperf3(text)
     if tool == "nccl-log":
-        return scan_nccl_log(text)
+        return scan_with_triage(text)
     raise ParseError(f"unknown tool {tool!r}", tool="detect", hint=f"use one of {TOOLS}")
 
 

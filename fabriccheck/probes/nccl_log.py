@@ -4,14 +4,19 @@ Reads NCCL INFO/WARN lines (hosts, rank -> host, HCAs, IB completion and socket 
 PyTorch ProcessGroupNCCL watchdog timeouts (every published format, hard-wrapped lines too),
 torchrun ``ChildFailedError`` failure blocks, kernel logs (``dmesg`` / ``journalctl -k``: Xid
 lines, GPUs fallen off the bus, libnccl segfaults, mlx5 link state changes) and nccl-tests
-failure lines. ``suspects`` ranks the hosts the errors name, most implicated first.
+failure lines. ``suspects`` ranks the hosts the errors name, most implicated first; a socket
+error that names its peer (``Connect to <ip><port> failed``) blames the peer, not the printer.
+Hard-wrapped records are joined first (:func:`unwrap_lines`); ``job_log`` is the triage of the
+timeout (:mod:`fabriccheck.probes.job_triage`).
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from fabriccheck.probes._text import (
     NCCL_LINE_RE,
@@ -21,6 +26,7 @@ from fabriccheck.probes._text import (
     nccl_line_error,
     ordered_unique,
 )
+from fabriccheck.probes.log_lines import unwrap_lines
 from fabriccheck.probes.results import INCOMPLETE, OK, NcclLogScan, ToolError
 
 #: how strongly one error of a kind implicates the host it names (0: listed, not implicating)
@@ -59,6 +65,11 @@ _WORK_ARGS_RE = re.compile(r"SeqNum=(?P<seq>\d+)|OpType=(?P<op>\w+)|Timeout\(ms\
 _RAN_FOR_RE = re.compile(r"ran\s+for\s+(\d+)\s+milliseconds")
 _TORCHRUN_ENTRY_RE = re.compile(r"^\s*\[(\d+)\]:\s*$")
 _TORCHRUN_FIELD_RE = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
+_CONNECT_FAIL_RE = re.compile(r"\bConnect to (?P<peer>[^\s<]+)<\d+> failed\s*:\s*(?P<why>.*)$")
+#: PyTorch ``RuntimeError`` / ``DistBackendError``: ``NCCL error in: <file>:<line>, <what>, ...``
+_PT_NCCL_ERROR_RE = re.compile(
+    r"(?P<exc>\w+(?:Error|Exception))?:?\s*NCCL error in: \S+?,\s*(?P<what>[^,(]+?)\s*"
+    r"(?:\(run with[^)]*\))?\s*(?:,|$)")
 
 
 @dataclass
@@ -77,13 +88,19 @@ class _State:
     ip_hosts: dict[str, str] = field(default_factory=dict)  # from NCCL bootstrap/OOB lines
 
 
-def scan_nccl_log(text: str) -> NcclLogScan:
+def scan_nccl_log(text: str, *, hostfile: str | None = None,
+                  triage: Callable[..., Any] | None = None) -> NcclLogScan:
     """Scan a job log (training stdout/stderr, NCCL debug output, dmesg, journalctl).
 
     Parameters
     ----------
     text
         Any mix of the log formats above, in any order; lines may carry launcher prefixes.
+    hostfile
+        The job's hostfile text, for ``job_log``'s rank -> host where the log is silent.
+    triage
+        Fills ``job_log`` (:func:`fabriccheck.probes.job_triage.triage_job_log`, which is what
+        :func:`fabriccheck.probes.job_triage.scan_with_triage` passes); None leaves it empty.
 
     Returns
     -------
@@ -102,7 +119,7 @@ def scan_nccl_log(text: str) -> NcclLogScan:
     (('n7',), (('n7', 'mlx5_3'),), ('10.0.0.9',), '12')
     """
     st = _State()
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in unwrap_lines(text):
         _feed(st, clean_line(raw), lineno)
     _flush_entry(st)
     _scan_watchdogs(st, text)
@@ -125,6 +142,8 @@ def scan_nccl_log(text: str) -> NcclLogScan:
         suspects=_suspects(errors_t, st.ip_hosts),
         status=OK if text.strip() else INCOMPLETE,
         reason=reason,
+        job_log=(triage(text, errors=errors_t, hostfile=hostfile, ip_hosts=st.ip_hosts)
+                 if triage is not None else None),
     )
 
 
@@ -149,6 +168,13 @@ def _feed(st: _State, line: str, lineno: int) -> None:
         if e:
             st.errors.append(replace(e, rank=st.last_rank))
             return
+    if "NCCL error in:" in s:
+        m = _PT_NCCL_ERROR_RE.search(s)
+        if m:
+            what = m["what"].strip()
+            st.errors.append(ToolError("nccl_error", f"{m['exc'] or 'NCCL error'}: {what}"[:300],
+                                       rank=st.last_rank, line=lineno))
+            return
     if "Test " in s:
         m = _TEST_FAIL_RE.search(s)
         if m:
@@ -167,7 +193,9 @@ def _feed(st: _State, line: str, lineno: int) -> None:
 def _feed_nccl(st: _State, m: re.Match[str], lineno: int) -> None:
     host, msg = m["host"], m["msg"]
     st.hosts.append(host)
-    err = nccl_line_error(m, lineno)
+    cf = _CONNECT_FAIL_RE.search(msg) if "Connect to" in msg else None
+    err = ToolError("socket", msg.strip()[:200], host=host, peer=cf["peer"], line=lineno) \
+        if cf else nccl_line_error(m, lineno)
     if err is not None:
         st.errors.append(err)
     elif "misc/socket.cc" in msg and "->" in msg:
@@ -339,14 +367,32 @@ def _with_rank_host(e: ToolError, ranks: dict[int, str]) -> ToolError:
 
 def _suspects(errors: tuple[ToolError, ...], ip_hosts: dict[str, str]) -> tuple[str, ...]:
     """Hosts ranked by the weight of the errors naming them; the far end of an IB completion
-    error (its peer address, when the log's bootstrap lines say whose it is) gets half."""
+    error (its peer address, when the log's bootstrap lines say whose it is) gets half. A socket
+    error naming its peer (connect refused, closed by the remote peer) blames only the peer."""
     score: dict[str, float] = {}
     for e in errors:
         w = WEIGHTS.get(e.kind, 1.0) * (e.count or 1) ** 0.5
+        peer_host = ip_hosts.get(e.peer or "") or _host_name(e.peer)
+        if e.kind == "socket" and e.peer:
+            if peer_host and w > 0:
+                score[peer_host] = score.get(peer_host, 0.0) + w
+            continue
         if e.host and w > 0:
             score[e.host] = score.get(e.host, 0.0) + w
-        peer_host = ip_hosts.get(e.peer or "")
         if e.kind == "ib_completion" and peer_host and peer_host != e.host:
             score[peer_host] = score.get(peer_host, 0.0) + w / 2
     order = {h: i for i, h in enumerate(score)}
     return tuple(sorted(score, key=lambda h: (-score[h], order[h])))
+
+
+def _host_name(peer: str | None) -> str | None:
+    """``peer`` when it is a host name rather than an address (``n5``, not ``10.0.0.5``)."""
+    import ipaddress
+
+    if not peer:
+        return None
+    try:
+        ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return peer
+    return None

@@ -158,3 +158,4 @@ class NcclLogScan:
     suspects: tuple[str, ...] = ()  # hosts named by errors, most implicated first
     status: str = OK
     reason: str = ""
+    job_log: Any = None  # probes.job_triage.JobLog: the timeout's triage from the text alone

@@ -95,10 +95,11 @@ def iperf3_json(r: Iperf3Result) -> dict[str, Any]:
 
 def nccl_log_json(r: NcclLogScan) -> dict[str, Any]:
     """nccl-log: ``hosts``, ``ranks`` (rank -> host), ``hcas`` ([host, hca]), ``peers``,
-    ``suspects``, ``errors[]``."""
+    ``suspects``, ``errors[]``, ``job_log`` (the timeout's triage, see probes.job_triage)."""
     return {
         "tool": "nccl-log", "status": r.status, "reason": r.reason, "hosts": list(r.hosts),
         "ranks": {str(k): v for k, v in (r.ranks or {}).items()},
         "hcas": [list(p) for p in r.hcas], "peers": list(r.peers),
         "suspects": list(r.suspects), "errors": [e.to_json() for e in r.errors],
+        "job_log": r.job_log.to_json() if r.job_log is not None else None,
     }  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from fabriccheck.models import BAD, SUSPECT, RunResult, link_key, nic_node
 from fabriccheck.report.view import HUNG, UNREACHABLE, RunView, compact, natural_key
@@ -73,20 +74,23 @@ def _reason_of(view: RunView, node: str) -> str:
     return view.node_reason.get(node, "")
 
 
-def drain_commands(nodes: list[str], reason: str) -> tuple[str, ...]:
-    """Slurm and Kubernetes commands that take ``nodes`` out of service.
+def drain_commands(nodes: list[str], reason: str, scheduler: str = "slurm") -> tuple[str, ...]:
+    """The commands of one scheduler (``slurm`` or ``kubernetes``) that take ``nodes`` out.
 
     >>> drain_commands(["node-002", "node-001"], "bad NIC")[0]
     "scontrol update NodeName='node-[001-002]' State=DRAIN Reason='fabriccheck: bad NIC'"
     >>> drain_commands(["node-001"], "bad NIC mlx5_3")[0]
     "scontrol update NodeName=node-001 State=DRAIN Reason='fabriccheck: bad NIC mlx5_3'"
+    >>> drain_commands(["node-002", "node-001"], "bad NIC", "kubernetes")[0]
+    'kubectl cordon node-001 node-002'
     """
-    hosts = compact(nodes)
-    names = " ".join(sorted(nodes, key=natural_key))
+    if scheduler == "kubernetes":
+        names = " ".join(sorted(nodes, key=natural_key))
+        return (f"kubectl cordon {names}",
+                f"kubectl taint nodes {names} fabriccheck.io/health=bad:NoSchedule")  # fmt: skip
     return (
-        f"scontrol update NodeName={shlex.quote(hosts)} State=DRAIN "
+        f"scontrol update NodeName={shlex.quote(compact(nodes))} State=DRAIN "
         f"Reason={shlex.quote('fabriccheck: ' + reason)}",
-        f"kubectl cordon {names}",
     )
 
 
@@ -149,18 +153,27 @@ def _drain_why(node: str, result: RunResult, view: RunView) -> str:
     return (_reason_of(view, node) or "failed")[:80]
 
 
-def _drain_step(result: RunResult, view: RunView) -> Step:
+def _drain_steps(result: RunResult, view: RunView) -> list[Step]:
+    """Drain commands per scheduler, never mixed in one block: the run's scheduler only, or
+    Slurm then Kubernetes as two steps when the run did not name one."""
     nodes = sorted(result.drain, key=natural_key)
     why = {n: _drain_why(n, result, view) for n in nodes}
     detail = "; ".join(f"{n}: {why[n]}" for n in nodes[:PER_NODE_LIMIT])
     if len(nodes) > PER_NODE_LIMIT:
         detail += f"; … and {len(nodes) - PER_NODE_LIMIT:,} more (verdict table below)"
-        cmds = drain_commands(nodes, "fabric health check failed")
+        slurm = drain_commands(nodes, "fabric health check failed")
     else:
-        per_node = [drain_commands([n], why[n])[0] for n in nodes]
-        cmds = (*per_node, drain_commands(nodes, "")[1])
+        slurm = tuple(drain_commands([n], why[n])[0] for n in nodes)
+    kubernetes = drain_commands(nodes, "", "kubernetes")
     title = f"Drain {_plural(len(nodes), 'node')}: {compact(nodes, 120)}"
-    return Step(BAD, title, detail, cmds, tuple(nodes))
+    scheduler = (result.extra.get("actions") or {}).get("backend")
+    if scheduler == "kubernetes":
+        return [Step(BAD, title, detail, kubernetes, tuple(nodes))]
+    steps = [Step(BAD, title, detail, slurm, tuple(nodes))]
+    if scheduler != "slurm":
+        steps.append(Step(BAD, f"Or on Kubernetes: cordon {_plural(len(nodes), 'node')}",
+                          "the same nodes, for a Kubernetes cluster", kubernetes, tuple(nodes)))
+    return steps
 
 
 def retest_command(node: str, view: RunView, topology: str) -> str:
@@ -189,25 +202,46 @@ def next_steps(
     ``topology`` (the topology's file or name) enables the re-test commands.
     """
     steps: list[Step] = []
-    bad_nic_nodes = {nic_node(n) for n in result.bad_nics}
     hung = set(result.hung) | set(view.nodes_in(HUNG))
     if result.drain:
-        steps.append(_drain_step(result, view))
-    for nic in sorted(result.bad_nics, key=natural_key)[:PER_NODE_LIMIT]:
-        steps.append(
-            Step(
-                BAD,
-                f"Check NIC {nic} (cable, transceiver, firmware), then re-test its node",
-                _reason_of(view, nic_node(nic)),
-                tuple(c for c in (*_nic_checks(nic, fabric),
-                                  retest_command(nic_node(nic), view, topology)) if c),  # fmt: skip
-                (nic,),
-            )
+        steps.extend(_drain_steps(result, view))
+    steps += _nic_steps(result, view, fabric, topology)
+    steps += _node_steps(result, view, topology, hung)
+    steps += _hung_steps(view, hung)
+    steps += _link_steps(result, fabric)
+    steps += [_link_suspect_step(sus, fabric) for sus in result.link_suspects]
+    if result.unreachable:
+        steps.append(_unreachable_step(result))
+    suspects = [n for n in view.nodes_in(SUSPECT) if n not in result.drain]
+    if suspects:
+        steps.append(_watch_step(suspects))
+    steps += _notes(result)
+    return steps
+
+
+def _nic_steps(result: RunResult, view: RunView, fabric: str, topology: str) -> list[Step]:
+    """One step per bad NIC (at most PER_NODE_LIMIT): check it, then re-test its node."""
+    return [
+        Step(
+            BAD,
+            f"Check NIC {nic} (cable, transceiver, firmware), then re-test its node",
+            _reason_of(view, nic_node(nic)),
+            tuple(c for c in (*_nic_checks(nic, fabric),
+                              retest_command(nic_node(nic), view, topology)) if c),  # fmt: skip
+            (nic,),
         )
+        for nic in sorted(result.bad_nics, key=natural_key)[:PER_NODE_LIMIT]
+    ]
+
+
+def _node_steps(result: RunResult, view: RunView, topology: str, hung: set[str]) -> list[Step]:
+    """One step per node bad on every rail that no bad NIC or hang explains: check inside it."""
+    bad_nic_nodes = {nic_node(n) for n in result.bad_nics}
     node_only = [
         n for n in sorted(result.bad_nodes, key=natural_key)
         if n not in bad_nic_nodes and n not in hung
     ]  # fmt: skip
+    steps = []
     for n in node_only[:PER_NODE_LIMIT]:
         q = shlex.quote(n)
         steps.append(
@@ -222,6 +256,12 @@ def next_steps(
                 (n,),
             )
         )
+    return steps
+
+
+def _hung_steps(view: RunView, hung: set[str]) -> list[Step]:
+    """One step per node whose tests hung: look for stuck processes."""
+    steps = []
     for n in sorted(hung, key=natural_key)[:PER_NODE_LIMIT]:
         q = shlex.quote(n)
         steps.append(
@@ -236,79 +276,83 @@ def next_steps(
                 (n,),
             )
         )
+    return steps
+
+
+def _link_steps(result: RunResult, fabric: str) -> list[Step]:
+    """One step per bad link, or a single listing step when there are more than LINK_STEPS_MAX."""
     links = sorted(link_key(*lk) for lk in result.bad_links)
     if len(links) > LINK_STEPS_MAX:
         listed = ", ".join(f"{a} ↔ {b}" for a, b in links[:40])
         more = f" … and {len(links) - 40} more (verdict table)" if len(links) > 40 else ""
         ends = sorted({e for lk in links for e in lk}, key=natural_key)
-        steps.append(Step(
+        return [Step(
             BAD, f"Repair {len(links)} links: reseat or replace their cables/optics",
             f"{listed}{more}. Localized from the routes of failing and passing tests; no node "
             "is drained for them. Many bad links at once can also mean a bad spine or noise: "
             "check the switch first.",
             _link_checks_many(ends, fabric),
             tuple(f"{a} -- {b}" for a, b in links),
-        ))  # fmt: skip
-        links = []
-    for a, b in links:
-        steps.append(
-            Step(
-                BAD,
-                f"Repair link {a} ↔ {b}: reseat or replace the cable/optics",
-                "localized from the routes of failing and passing tests; no node is drained for it",
-                _link_checks(a, b, fabric),
-                (f"{a} -- {b}",),
-            )
+        )]  # fmt: skip
+    return [
+        Step(
+            BAD,
+            f"Repair link {a} ↔ {b}: reseat or replace the cable/optics",
+            "localized from the routes of failing and passing tests; no node is drained for it",
+            _link_checks(a, b, fabric),
+            (f"{a} -- {b}",),
         )
-    for sus in result.link_suspects:
-        cands = [(str(c[0]), str(c[1])) for c in sus.get("candidates", ()) if len(c) == 2]
-        evidence = [str(e) for e in sus.get("evidence", ())]
-        values = [str(v) for v in sus.get("values", ())]
-        seen = ", ".join(
-            f"{t} ({v})" if v else t
-            for t, v in zip(evidence, values + [""] * len(evidence), strict=False)
-        )
-        detail = (
-            "ECMP hides which path a flow took: this is the smallest set of links that explains "
-            "the failing flows; no node is drained for it. Check these ports' error counters."
-            + (f" Failing tests: {seen}." if seen else "")
-        )
-        checks = ()
-        if len(cands) <= 4:
-            checks = tuple(c for a, b in cands for c in _link_checks(a, b, fabric))
-        steps.append(
-            Step(
-                SUSPECT,
-                f"One of {_plural(len(cands), 'link')} is bad: {describe_links(cands)}",
-                detail,
-                checks,
-                tuple(f"{a} -- {b}" for a, b in cands),
-            )
-        )
-    if result.unreachable:
-        nodes = sorted(result.unreachable, key=natural_key)
-        steps.append(
-            Step(
-                UNREACHABLE,
-                f"Bring back {_plural(len(nodes), 'node')}: {compact(nodes, 120)} — not tested",
-                "could not be reached (ssh / Ray agent): check power, BMC, network; then re-test",
-                tuple(f"ping -c 2 {shlex.quote(n)}" for n in nodes[:3]),
-                tuple(nodes),
-            )
-        )
-    suspects = [n for n in view.nodes_in(SUSPECT) if n not in result.drain]
-    if suspects:
-        steps.append(
-            Step(
-                SUSPECT,
-                f"Watch {_plural(len(suspects), 'suspect node')}: {compact(suspects, 120)}",
-                "failed once but not confirmed by an independent test: not drained",
-                (),
-                tuple(suspects),
-            )
-        )
-    steps += _notes(result)
-    return steps
+        for a, b in links
+    ]
+
+
+def _link_suspect_step(sus: dict[str, Any], fabric: str) -> Step:
+    """The step for one ECMP suspect set: one of its links is bad, check their counters."""
+    cands = [(str(c[0]), str(c[1])) for c in sus.get("candidates", ()) if len(c) == 2]
+    evidence = [str(e) for e in sus.get("evidence", ())]
+    values = [str(v) for v in sus.get("values", ())]
+    seen = ", ".join(
+        f"{t} ({v})" if v else t
+        for t, v in zip(evidence, values + [""] * len(evidence), strict=False)
+    )
+    detail = (
+        "ECMP hides which path a flow took: this is the smallest set of links that explains "
+        "the failing flows; no node is drained for it. Check these ports' error counters."
+        + (f" Failing tests: {seen}." if seen else "")
+    )
+    checks = ()
+    if len(cands) <= 4:
+        checks = tuple(c for a, b in cands for c in _link_checks(a, b, fabric))
+    return Step(
+        SUSPECT,
+        f"One of {_plural(len(cands), 'link')} is bad: {describe_links(cands)}",
+        detail,
+        checks,
+        tuple(f"{a} -- {b}" for a, b in cands),
+    )
+
+
+def _unreachable_step(result: RunResult) -> Step:
+    """The step that brings the unreachable nodes back (they were not tested)."""
+    nodes = sorted(result.unreachable, key=natural_key)
+    return Step(
+        UNREACHABLE,
+        f"Bring back {_plural(len(nodes), 'node')}: {compact(nodes, 120)} — not tested",
+        "could not be reached (ssh / Ray agent): check power, BMC, network; then re-test",
+        tuple(f"ping -c 2 {shlex.quote(n)}" for n in nodes[:3]),
+        tuple(nodes),
+    )
+
+
+def _watch_step(suspects: list[str]) -> Step:
+    """The step that keeps an eye on suspect nodes (failed once, not confirmed, not drained)."""
+    return Step(
+        SUSPECT,
+        f"Watch {_plural(len(suspects), 'suspect node')}: {compact(suspects, 120)}",
+        "failed once but not confirmed by an independent test: not drained",
+        (),
+        tuple(suspects),
+    )
 
 
 def _notes(result: RunResult) -> list[Step]:

@@ -15,7 +15,7 @@ Inputs beyond the run itself, read from ``RunResult.extra`` when present:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from statistics import median
 from typing import Any
 
@@ -59,13 +59,7 @@ def baseline_for(extra: Mapping[str, Any], probe: str, nic: str) -> float | None
 
 def render_nic_bars(result: RunResult, node: str, topology: Topology | None) -> Markup | None:
     """Bars of each NIC's measured bandwidth for ``node`` against the floor and baseline."""
-    per_probe: dict[str, dict[str, list[Observation]]] = {}
-    for obs in result.observations:
-        if node not in obs.test.nodes:
-            continue
-        for nic in obs.test.nics:
-            if nic_node(nic) == node:
-                per_probe.setdefault(obs.test.probe, {}).setdefault(nic, []).append(obs)
+    per_probe = _node_nic_observations(result, node)
     if not any(o.value is not None for nics in per_probe.values() for lst in nics.values()
                for o in lst):
         return None
@@ -87,44 +81,77 @@ def render_nic_bars(result: RunResult, node: str, topology: Topology | None) -> 
     def y_of(v: float) -> float:
         return 10 + plot_h * (1 - v / top_v)
 
+    _draw_bar_scale(svg, y_of, top_v, left, width - 110)
+    for i, nic in enumerate(nics):
+        x = left + i * (bar_w + gap)
+        base = baseline_for(result.extra, probe, nic)
+        _draw_nic_bar(svg, nic, by_nic[nic], base, unit, x, bar_w, plot_h, y_of)
+    _draw_bar_legend(svg, width - 104)
+    svg.add("text", f"{probe} ({unit})", x=left, y=plot_h + 44, font_size=10, style=_FONT,
+            fill="#4a5568")  # fmt: skip
+    return svg.markup()
+
+
+def _node_nic_observations(result: RunResult, node: str) -> dict[str, dict[str, list[Observation]]]:
+    """The observations of ``node``'s tests, by probe and then by the node's NIC they used."""
+    per_probe: dict[str, dict[str, list[Observation]]] = {}
+    for obs in result.observations:
+        if node not in obs.test.nodes:
+            continue
+        for nic in obs.test.nics:
+            if nic_node(nic) == node:
+                per_probe.setdefault(obs.test.probe, {}).setdefault(nic, []).append(obs)
+    return per_probe
+
+
+def _draw_bar_scale(
+    svg: Svg, y_of: Callable[[float], float], top_v: float, left: float, right: float
+) -> None:
+    """Grid lines with their values at 0, half and the top of the scale."""
     for frac in (0.0, 0.5, 1.0):
         v = top_v * frac / 1.1
-        svg.add("line", x1=left, x2=width - 110, y1=y_of(v), y2=y_of(v), stroke="#e2e8f0")
+        svg.add("line", x1=left, x2=right, y1=y_of(v), y2=y_of(v), stroke="#e2e8f0")
         tick = f"{v:.0f}" if top_v > 20 else f"{v:.2g}"
         svg.add("text", tick, x=left - 4, y=y_of(v) + 3, text_anchor="end", font_size=9,
                 style=_FONT, fill="#718096")  # fmt: skip
-    for i, nic in enumerate(nics):
-        x = left + i * (bar_w + gap)
-        obs_list = by_nic[nic]
-        vals = [o.value for o in obs_list if o.value is not None]
-        best = max(vals) if vals else 0.0
-        floor = max((o.floor for o in obs_list if o.floor), default=None)
-        status = "pass" if all(o.passed for o in obs_list) else (
-            "fail" if vals else (obs_list[0].status if obs_list else "fail"))  # fmt: skip
-        colour = STATUS_COLOURS.get(status, "#d7263d")
-        detail = "; ".join(
-            f"{o.test.test_id}: {o.status} {'' if o.value is None else f'{o.value:.1f}'}"
-            for o in obs_list[:8]
-        )
-        svg.add(
-            "rect", title=f"{nic} best {best:.1f} {unit} ({detail})", x=x, y=y_of(best),
-            width=bar_w, height=max(plot_h + 10 - y_of(best), 0.5), fill=colour, rx=2,
-        )  # fmt: skip
-        for v in vals:
-            svg.add("circle", cx=x + bar_w / 2, cy=y_of(v), r=2.6, fill="#1a202c", opacity=0.7)
-        if not vals:
-            svg.add("text", "no data", x=x + bar_w / 2, y=plot_h, text_anchor="middle",
-                    font_size=8, style=_FONT, fill=colour)  # fmt: skip
-        if floor:
-            svg.add("line", x1=x - 3, x2=x + bar_w + 3, y1=y_of(floor), y2=y_of(floor),
-                    stroke="#d7263d", stroke_width=2, stroke_dasharray="4 2")  # fmt: skip
-        base = baseline_for(result.extra, probe, nic)
-        if base:
-            svg.add("line", x1=x - 3, x2=x + bar_w + 3, y1=y_of(base), y2=y_of(base),
-                    stroke="#2b6cb0", stroke_width=2)  # fmt: skip
-        svg.add("text", nic.split("/", 1)[1], x=x + bar_w / 2, y=plot_h + 24,
-                text_anchor="middle", font_size=9, style=_FONT, fill="#333")  # fmt: skip
-    lx = width - 104
+
+
+def _draw_nic_bar(
+    svg: Svg, nic: str, obs_list: list[Observation], base: float | None, unit: str, x: float,
+    bar_w: float, plot_h: float, y_of: Callable[[float], float],
+) -> None:  # fmt: skip
+    """One NIC: a bar to its best value, a dot per test, the spec floor and the baseline."""
+    vals = [o.value for o in obs_list if o.value is not None]
+    best = max(vals) if vals else 0.0
+    floor = max((o.floor for o in obs_list if o.floor), default=None)
+    status = "pass" if all(o.passed for o in obs_list) else (
+        "fail" if vals else (obs_list[0].status if obs_list else "fail"))  # fmt: skip
+    colour = STATUS_COLOURS.get(status, "#d7263d")
+    detail = "; ".join(
+        f"{o.test.test_id}: {o.status} {'' if o.value is None else f'{o.value:.1f}'}"
+        for o in obs_list[:8]
+    )
+    svg.add(
+        "rect", title=f"{nic} best {best:.1f} {unit} ({detail})", x=x, y=y_of(best),
+        width=bar_w, height=max(plot_h + 10 - y_of(best), 0.5), fill=colour, rx=2,
+    )  # fmt: skip
+    for v in vals:
+        svg.add("circle", cx=x + bar_w / 2, cy=y_of(v), r=2.6, fill="#1a202c", opacity=0.7)
+    if not vals:
+        svg.add("text", "no data", x=x + bar_w / 2, y=plot_h, text_anchor="middle",
+                font_size=8, style=_FONT, fill=colour)  # fmt: skip
+    if floor:
+        svg.add("line", x1=x - 3, x2=x + bar_w + 3, y1=y_of(floor), y2=y_of(floor),
+                stroke="#d7263d", stroke_width=2, stroke_dasharray="4 2")  # fmt: skip
+    if base:
+        svg.add("line", x1=x - 3, x2=x + bar_w + 3, y1=y_of(base), y2=y_of(base),
+                stroke="#2b6cb0", stroke_width=2)  # fmt: skip
+    svg.add("text", nic.split("/", 1)[1], x=x + bar_w / 2, y=plot_h + 24,
+            text_anchor="middle", font_size=9, style=_FONT, fill="#333")  # fmt: skip
+
+
+def _draw_bar_legend(svg: Svg, lx: float) -> None:
+    """What the lines mean: spec floor, baseline, test value."""
     for k, (label, colour, dash) in enumerate(
         (
             ("spec floor", "#d7263d", "4 2"),
@@ -136,9 +163,6 @@ def render_nic_bars(result: RunResult, node: str, topology: Topology | None) -> 
         svg.add("line", x1=lx, x2=lx + 16, y1=yy, y2=yy, stroke=colour, stroke_width=2,
                 stroke_dasharray=dash)  # fmt: skip
         svg.add("text", label, x=lx + 20, y=yy + 3, font_size=9, style=_FONT, fill="#333")
-    svg.add("text", f"{probe} ({unit})", x=left, y=plot_h + 44, font_size=10, style=_FONT,
-            fill="#4a5568")  # fmt: skip
-    return svg.markup()
 
 
 # ---- round timeline ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ one paired once with a bad partner does). Hover shows the tests behind a cell.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from markupsafe import Markup
@@ -201,16 +202,8 @@ def render_rail_heatmap(
     cells = nic_cells(result)
     if not cells:
         return None
-    rail_of: dict[str, int] = {}
-    if topology is not None:
-        rail_of = {e: nic.rail for e, nic in topology.nics.items()}
-    names = sorted({e.split("/", 1)[1] for e in cells}, key=natural_key)
-    col_of = {nm: i for i, nm in enumerate(names)}
-
-    def rail(endpoint: str) -> int:
-        return rail_of.get(endpoint, col_of[endpoint.split("/", 1)[1]])
-
-    rails = sorted({rail(e) for e in cells})
+    rail_at = _nic_rails(cells, topology)
+    rails = sorted(set(rail_at.values()))
     rail_label = {r: f"rail {r}" for r in rails}
     nodes = [n for n in view.run_nodes if n in view.node_obs]
     by_node = len(nodes) <= RAIL_ROWS_MAX_NODES
@@ -223,12 +216,43 @@ def render_rail_heatmap(
         rows = [g.label for g in groups]
         key_of = {n: i for i, g in enumerate(groups) for n in g.nodes}
         caption = f"rail × {len(groups)} leaf groups: worst NIC per block"
+    agg = _rail_blocks(cells, key_of, rail_at, rails)
+    if by_node:
+        svg, height, at, size = _node_rail_grid(view, rows, rails, rail_label, caption)
+    else:
+        svg, height, at, size = _group_rail_grid(rows, rails, rail_label, caption)
+    for (i, j), c in agg.items():
+        x, y = at(i, j)
+        w, h = size
+        where = rows[i]
+        svg.add(
+            "rect", title=f"{where} · {rail_label[rails[j]]}: {c.describe()}", x=x, y=y,
+            width=w, height=h, rx=2, fill=c.colour,
+        )  # fmt: skip
+    _legend(svg, 10, height - 22)
+    return svg.markup(), caption
+
+
+def _nic_rails(cells: dict[str, Cell], topology: Topology | None) -> dict[str, int]:
+    """The rail of each NIC: the topology's, else the NIC name's place among all names."""
+    rail_of: dict[str, int] = {}
+    if topology is not None:
+        rail_of = {e: nic.rail for e, nic in topology.nics.items()}
+    names = sorted({e.split("/", 1)[1] for e in cells}, key=natural_key)
+    col_of = {nm: i for i, nm in enumerate(names)}
+    return {e: rail_of.get(e, col_of[e.split("/", 1)[1]]) for e in cells}
+
+
+def _rail_blocks(
+    cells: dict[str, Cell], key_of: dict[str, int], rail_at: dict[str, int], rails: list[int]
+) -> dict[tuple[int, int], Cell]:
+    """Merge the NIC cells into (row, rail) blocks: worst ratio and status, all counts."""
     agg: dict[tuple[int, int], Cell] = {}
     for e, c in cells.items():
         node = nic_node(e)
         if node not in key_of:
             continue
-        k = (key_of[node], rails.index(rail(e)))
+        k = (key_of[node], rails.index(rail_at[e]))
         tgt = agg.setdefault(k, Cell())
         tgt.count += c.count
         tgt.failing += c.failing
@@ -238,43 +262,52 @@ def render_rail_heatmap(
             tgt.ratio = c.ratio if tgt.ratio is None else min(tgt.ratio, c.ratio)
         if _STATUS_RANK.get(c.status, 1) > _STATUS_RANK.get(tgt.status, 0):
             tgt.status = c.status
-    if by_node:
-        cell, row_h = 34.0, (26.0 if len(rows) <= 16 else 15.0)
-        fs = min(11.0, row_h * 0.72)
-        label_w = min(190.0, fs * 0.62 * max(len(s) for s in rows) + 12)
-        width, height = label_w + len(rails) * cell + 30, 34 + len(rows) * row_h + 40
-        svg = Svg(max(width, 520), height, caption, "fig heat")
-        for j, r in enumerate(rails):
-            svg.add("text", rail_label[r], x=label_w + j * cell + cell / 2, y=26,
-                    text_anchor="middle", font_size=9, style=_FONT, fill="#333")  # fmt: skip
-        for i, lab in enumerate(rows):
-            st = view.node_state.get(lab, "")
-            svg.add("text", lab, x=label_w - 4, y=34 + i * row_h + row_h / 2 + fs / 3,
-                    text_anchor="end", font_size=fs, style=_FONT,
-                    fill=STATE_COLOURS[st] if st in _ALARM else "#333",
-                    font_weight="700" if st in _ALARM else None)  # fmt: skip
+    return agg
 
-        def at(i: int, j: int) -> tuple[float, float]:
-            return label_w + j * cell, 34.0 + i * row_h
-    else:
-        cell = max(6.0, min(16.0, 1200.0 / max(len(rows), 1)))
-        width, height = 70 + len(rows) * cell + 20, 20 + len(rails) * 16 + 50
-        svg = Svg(max(width, 520), height, caption, "fig heat")
-        for j, r in enumerate(rails):
-            svg.add("text", rail_label[r], x=62, y=20 + j * 16 + 11, text_anchor="end",
-                    font_size=10, style=_FONT, fill="#333")  # fmt: skip
 
-        def at(i: int, j: int) -> tuple[float, float]:
-            return 70 + i * cell, 20 + j * 16
-    for (i, j), c in agg.items():
-        x, y = at(i, j)
-        w, h = (cell - 2, row_h - 2) if by_node else (cell - 1, 15.0)
-        where = rows[i]
-        svg.add(
-            "rect", title=f"{where} · {rail_label[rails[j]]}: {c.describe()}", x=x, y=y,
-            width=w, height=h, rx=2, fill=c.colour,
-        )  # fmt: skip
-    _legend(svg, 10, height - 22)
-    return svg.markup(), caption
+#: a rail grid: the labelled SVG, its height, (row, rail) -> cell top-left, the cell size
+_Grid = tuple[Svg, float, Callable[[int, int], tuple[float, float]], tuple[float, float]]
+
+
+def _node_rail_grid(
+    view: RunView, rows: list[str], rails: list[int], rail_label: dict[int, str], caption: str
+) -> _Grid:
+    """A row per node, a column per rail: the labelled SVG, its height, cell origin and size."""
+    cell, row_h = 34.0, (26.0 if len(rows) <= 16 else 15.0)
+    fs = min(11.0, row_h * 0.72)
+    label_w = min(190.0, fs * 0.62 * max(len(s) for s in rows) + 12)
+    width, height = label_w + len(rails) * cell + 30, 34 + len(rows) * row_h + 40
+    svg = Svg(max(width, 520), height, caption, "fig heat")
+    for j, r in enumerate(rails):
+        svg.add("text", rail_label[r], x=label_w + j * cell + cell / 2, y=26,
+                text_anchor="middle", font_size=9, style=_FONT, fill="#333")  # fmt: skip
+    for i, lab in enumerate(rows):
+        st = view.node_state.get(lab, "")
+        svg.add("text", lab, x=label_w - 4, y=34 + i * row_h + row_h / 2 + fs / 3,
+                text_anchor="end", font_size=fs, style=_FONT,
+                fill=STATE_COLOURS[st] if st in _ALARM else "#333",
+                font_weight="700" if st in _ALARM else None)  # fmt: skip
+
+    def at(i: int, j: int) -> tuple[float, float]:
+        return label_w + j * cell, 34.0 + i * row_h
+
+    return svg, height, at, (cell - 2, row_h - 2)
+
+
+def _group_rail_grid(
+    rows: list[str], rails: list[int], rail_label: dict[int, str], caption: str
+) -> _Grid:
+    """A row per rail, a column per leaf group: the labelled SVG, its height, cell origin, size."""
+    cell = max(6.0, min(16.0, 1200.0 / max(len(rows), 1)))
+    width, height = 70 + len(rows) * cell + 20, 20 + len(rails) * 16 + 50
+    svg = Svg(max(width, 520), height, caption, "fig heat")
+    for j, r in enumerate(rails):
+        svg.add("text", rail_label[r], x=62, y=20 + j * 16 + 11, text_anchor="end",
+                font_size=10, style=_FONT, fill="#333")  # fmt: skip
+
+    def at(i: int, j: int) -> tuple[float, float]:
+        return 70 + i * cell, 20 + j * 16
+
+    return svg, height, at, (cell - 1, 15.0)
 
 

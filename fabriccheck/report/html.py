@@ -19,7 +19,7 @@ import jinja2
 from markupsafe import Markup
 
 from fabriccheck.models import HEALTHY, PASS, Observation, RunResult, Verdict, nic_node
-from fabriccheck.report.advice import headline, next_steps
+from fabriccheck.report.advice import Headline, headline, next_steps
 from fabriccheck.report.charts import render_nic_bars, render_sparkline, render_timeline
 from fabriccheck.report.heatmaps import render_pair_matrix, render_rail_heatmap
 from fabriccheck.report.topology_svg import DETAIL_MAX_NODES, render_topology
@@ -216,70 +216,35 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
     view = build_view(result, topology)
     fabric = topology.fabric if topology is not None else str(result.extra.get("fabric", ""))
     head = headline(result, view)
-    topo_ref = str(result.extra.get("topology") or "")
-    if not topo_ref and topology is not None and not topology.source.startswith("<"):
-        topo_ref = topology.source
-    steps = next_steps(result, view, fabric, topo_ref)
+    steps = next_steps(result, view, fabric, _topology_ref(result, topology))
     pair_svg, pair_caption = render_pair_matrix(result, view)
     rail = render_rail_heatmap(result, view, topology)
-    history = result.extra.get("history") or {}
     blamed_nodes = _blamed(view)
-    blamed = []
-    for n in blamed_nodes[:BLAMED_MAX]:
-        pts = history.get(n) if isinstance(history, dict) else None
-        blamed.append({
-            "node": n, "state": view.node_state[n], "reason": view.node_reason.get(n, ""),
-            "bars": render_nic_bars(result, n, topology),
-            "spark": render_sparkline(pts) if pts else None,
-            "runs": min(len(pts), 30) if pts else 0,
-        })  # fmt: skip
+    blamed = _blamed_cards(result, view, topology, blamed_nodes[:BLAMED_MAX])
     verdicts, healthy_hidden = _verdict_rows(result, view)
-    evidence = {t for v in verdicts if v["state"] != HEALTHY for t in v["evidence"]}
-    listed = [o for o in result.observations if o.status != PASS or o.test.test_id in evidence]
-    # evidence of a verdict first, then the other failures; a capped list on huge runs
-    listed.sort(key=lambda o: (o.test.test_id not in evidence, o.test.round,
-                               natural_key(o.test.test_id)))  # fmt: skip
-    listed_more = max(0, len(listed) - LISTED_MAX)
-    listed = sorted(listed[:LISTED_MAX], key=lambda o: (o.test.round, natural_key(o.test.test_id)))
+    listed, listed_more = _listed_tests(result, verdicts)
     listed_ids = {o.test.test_id for o in listed}
     all_tests = []
     if len(result.observations) <= ALL_TESTS_MAX:
         all_tests = [_test_row(o, o.test.test_id in listed_ids) for o in result.observations]
-    if topology is None:
-        topo_caption = "No topology given: nodes only, coloured by state."
-    elif len(view.nodes) <= DETAIL_MAX_NODES:
-        topo_caption = (
-            "Every switch, node and NIC port (small squares, one per rail). Bad links are thick "
-            "red, suspect links dashed amber. Hover for names and reasons."
-        )
-    else:
-        topo_caption = (f"{len(view.nodes):,} nodes aggregated into {len(view.groups):,} leaf "
-                        "groups: one cell per node (dark strip: the group's leaf switches), one "
-                        "cell per spine/core switch; only bad (red) and suspect (amber) links "
-                        "are drawn. Hover any cell for its name and state.")  # fmt: skip
     from fabriccheck import __version__
 
     js = _asset("report.js")
-    summary = {
-        "verdict": head.verdict, "mode": result.mode, "drain": list(result.drain),
-        "bad_nodes": list(result.bad_nodes), "bad_nics": list(result.bad_nics),
-        "bad_links": [list(lk) for lk in result.bad_links],
-        "unreachable": list(result.unreachable),
-    }  # fmt: skip
-    started = _run_time(result.extra)
     return _env().get_template("index.html.j2").render(
         result=result,
         topo_name=topology.name if topology is not None else result.extra.get("topology", ""),
         fabric=fabric,
         run_id=result.extra.get("run_id", ""),
         sim_note=str(result.extra.get("faults") or ""),
-        started=started,
+        executor=str(result.extra.get("executor") or ""),
+        seed=result.extra.get("seed"),
+        started=_run_time(result.extra),
         headline=head,
         stats=_stats(result, view),
         steps=[s for s in steps if s.level != "info"],
         notes=[s for s in steps if s.level == "info"],
         topology_svg=render_topology(view, topology),
-        topo_caption=topo_caption,
+        topo_caption=_topology_caption(view, topology),
         pair_svg=pair_svg,
         pair_caption=pair_caption,
         pair_wide=len(view.run_nodes) > 24,
@@ -298,9 +263,73 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
         failing_more=listed_more,
         all_tests=all_tests,
         tests_note=f"{len(result.observations):,} tests: every one is in observations.csv.",
-        summary=summary,
+        summary=_summary(result, head),
         version=__version__,
         css=Markup(_asset("style.css")),
         js=Markup(js),
         script_hash=script_hash(js),
     )
+
+
+def _topology_ref(result: RunResult, topology: Topology | None) -> str:
+    """The topology's name or file for re-test commands (empty when it has no usable file)."""
+    topo_ref = str(result.extra.get("topology") or "")
+    if not topo_ref and topology is not None and not topology.source.startswith("<"):
+        topo_ref = topology.source
+    return topo_ref
+
+
+def _blamed_cards(
+    result: RunResult, view: RunView, topology: Topology | None, nodes: list[str]
+) -> list[dict[str, Any]]:
+    """A card per blamed node: its state, reason, NIC bars and history sparkline."""
+    history = result.extra.get("history") or {}
+    blamed = []
+    for n in nodes:
+        pts = history.get(n) if isinstance(history, dict) else None
+        blamed.append({
+            "node": n, "state": view.node_state[n], "reason": view.node_reason.get(n, ""),
+            "bars": render_nic_bars(result, n, topology),
+            "spark": render_sparkline(pts) if pts else None,
+            "runs": min(len(pts), 30) if pts else 0,
+        })  # fmt: skip
+    return blamed
+
+
+def _listed_tests(
+    result: RunResult, verdicts: list[dict[str, Any]]
+) -> tuple[list[Observation], int]:
+    """The tests listed in full (failing or evidence of a verdict, capped) and how many not."""
+    evidence = {t for v in verdicts if v["state"] != HEALTHY for t in v["evidence"]}
+    listed = [o for o in result.observations if o.status != PASS or o.test.test_id in evidence]
+    # evidence of a verdict first, then the other failures; a capped list on huge runs
+    listed.sort(key=lambda o: (o.test.test_id not in evidence, o.test.round,
+                               natural_key(o.test.test_id)))  # fmt: skip
+    listed_more = max(0, len(listed) - LISTED_MAX)
+    listed = sorted(listed[:LISTED_MAX], key=lambda o: (o.test.round, natural_key(o.test.test_id)))
+    return listed, listed_more
+
+
+def _topology_caption(view: RunView, topology: Topology | None) -> str:
+    """The caption under the topology picture: what is drawn at this size."""
+    if topology is None:
+        return "No topology given: nodes only, coloured by state."
+    if len(view.nodes) <= DETAIL_MAX_NODES:
+        return (
+            "Every switch, node and NIC port (small squares, one per rail). Bad links are thick "
+            "red, suspect links dashed amber. Hover for names and reasons."
+        )
+    return (f"{len(view.nodes):,} nodes aggregated into {len(view.groups):,} leaf "
+            "groups: one cell per node (dark strip: the group's leaf switches), one "
+            "cell per spine/core switch; only bad (red) and suspect (amber) links "
+            "are drawn. Hover any cell for its name and state.")  # fmt: skip
+
+
+def _summary(result: RunResult, head: Headline) -> dict[str, Any]:
+    """The machine-readable verdict embedded in the page."""
+    return {
+        "verdict": head.verdict, "mode": result.mode, "drain": list(result.drain),
+        "bad_nodes": list(result.bad_nodes), "bad_nics": list(result.bad_nics),
+        "bad_links": [list(lk) for lk in result.bad_links],
+        "unreachable": list(result.unreachable),
+    }  # fmt: skip

@@ -198,7 +198,7 @@ def link_names(text: str) -> list[LinkKey]:
     """Every ``a -- b`` link written in ``text`` (pieces separated by ``|``).
 
     >>> link_names("leaf-0-2 -- spine-0 | leaf-0-2 -- spine-1 | ... (16 links)")
-    [('leaf-0-2', 'spine-0'), ('leaf-0-2', 'spine-1')]
+    [Link(a='leaf-0-2', b='spine-0'), Link(a='leaf-0-2', b='spine-1')]
     """
     out = []
     for piece in text.split("|"):

@@ -25,6 +25,34 @@ from fabriccheck.store.stats import MAD_TO_SIGMA, mad, theil_sen_slope
 #: trouble reading a result: evidence of nothing)
 FAILING = ("fail", "hang", "unreachable")
 
+#: which runs history learns from: ``REAL`` (every executor but the simulator: the default for
+#: baselines, drift and lemons of real nodes), ``None`` (all), or one executor name (``"sim"``)
+REAL = "real"
+
+
+def executor_filter(executor: str | None, col: str = "r.executor") -> tuple[str, list[Any]]:
+    """The SQL condition (`` AND ...``) and its arguments selecting runs by executor.
+
+    >>> executor_filter("real")
+    (" AND r.executor != 'sim'", [])
+    >>> executor_filter("sim", "executor")
+    (' AND executor = ?', ['sim'])
+    """
+    if executor is None:
+        return "", []
+    if executor == REAL:
+        return f" AND {col} != 'sim'", []
+    return f" AND {col} = ?", [executor]
+
+
+def learns_from(executor: str | None) -> str:
+    """The runs a run by ``executor`` is compared with: simulated with simulated, real with real.
+
+    >>> learns_from("sim"), learns_from("ssh"), learns_from(None)
+    ('sim', 'real', 'real')
+    """
+    return "sim" if executor == "sim" else REAL
+
 
 @dataclass(frozen=True)
 class Baseline:
@@ -57,11 +85,13 @@ def baseline(
     min_samples: int = 8,
     max_samples: int = 500,
     exclude_run: str | None = None,
+    executor: str | None = REAL,
 ) -> Baseline | None:
     """The learned baseline, or None when fewer than ``min_samples`` passing results exist.
 
     ``sku=None`` pools every SKU. The newest ``max_samples`` passing values are used;
-    ``exclude_run`` leaves one run out (the run being judged).
+    ``exclude_run`` leaves one run out (the run being judged); ``executor`` selects the runs
+    (default :data:`REAL`: simulated runs never make a real baseline).
     """
     q = (
         "SELECT o.value, o.unit FROM observations o JOIN runs r ON r.run_id = o.run_id"
@@ -69,6 +99,9 @@ def baseline(
         " AND o.run_id != ?"
     )
     args: list[Any] = [probe, group_size, exclude_run or ""]
+    cond, cargs = executor_filter(executor)
+    q += cond
+    args += cargs
     if sku is not None:
         q += " AND r.sku = ?"
         args.append(sku)
@@ -103,7 +136,8 @@ class DriftReport:
 
 
 def _node_series(
-    conn: sqlite3.Connection, probe: str | None, sku: str | None, last_runs: int
+    conn: sqlite3.Connection, probe: str | None, sku: str | None, last_runs: int,
+    executor: str | None = REAL,
 ) -> dict[tuple[str, str, int], list[tuple[float, float, float | None, float | None]]]:
     """(node, probe, group size) -> [(run start, ratio to run median, value, floor)] by time."""
     q = (
@@ -111,9 +145,12 @@ def _node_series(
         " FROM observations o JOIN runs r ON r.run_id = o.run_id"
         " JOIN obs_nodes n ON n.obs_id = o.id"
         " WHERE o.value IS NOT NULL AND o.value > 0 AND o.status IN ('pass', 'fail')"
-        " AND r.run_id IN (SELECT run_id FROM runs ORDER BY started_s DESC LIMIT ?)"
+        " AND r.run_id IN (SELECT run_id FROM runs r WHERE 1{cond}"
+        " ORDER BY started_s DESC LIMIT ?)"
     )
-    args: list[Any] = [last_runs]
+    cond, cargs = executor_filter(executor)
+    q = q.replace("{cond}", cond)
+    args: list[Any] = [*cargs, last_runs]
     if probe is not None:
         q += " AND o.probe = ?"
         args.append(probe)
@@ -145,15 +182,17 @@ def drifting_nodes(
     min_runs: int = 4,
     min_drop: float = 0.05,
     last_runs: int = 20,
+    executor: str | None = REAL,
 ) -> list[DriftReport]:
     """Nodes whose peer-normalized bandwidth fell by at least ``min_drop`` over the last runs.
 
     A node drifts when the median of the last third of its runs is ``min_drop`` below the
     median of the first half and the Theil–Sen trend is downward. Comparing with the run's
     median (its peers) cancels fabric-wide changes. Sorted by the drop, largest first.
+    Only real runs count unless ``executor`` says otherwise (see :func:`executor_filter`).
     """
     out = []
-    for (node, pr, gs), series in _node_series(conn, probe, sku, last_runs).items():
+    for (node, pr, gs), series in _node_series(conn, probe, sku, last_runs, executor).items():
         if len(series) < min_runs:
             continue
         ratios = [r for _, r, _, _ in series]
@@ -205,16 +244,53 @@ class LemonScore:
         }
 
 
-def lemon_nodes(conn: sqlite3.Connection, *, last_runs: int = 50) -> list[LemonScore]:
+def _worst_states(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str, str]]:
+    """node -> run -> its worst verdict state in that run (a NIC verdict counts for its node)."""
+    rank = {"bad": 3, "unreachable": 2, "suspect": 1, "healthy": 0}
+    marks = ",".join("?" * len(ids))
+    state: dict[str, dict[str, str]] = defaultdict(dict)
+    for node, run_id, st in conn.execute(
+        f"SELECT node, run_id, state FROM verdicts WHERE node IS NOT NULL AND run_id IN ({marks})",
+        ids,
+    ):
+        prev = state[node].get(run_id)
+        if prev is None or rank.get(st, 0) > rank.get(prev, 0):
+            state[node][run_id] = st
+    return state
+
+
+def _applied_actions(conn: sqlite3.Connection, ids: list[str]) -> tuple[dict, dict]:
+    """How often each node was taken out and given back (applied actions of these runs)."""
+    marks = ",".join("?" * len(ids))
+    drains: dict[str, int] = defaultdict(int)
+    returns: dict[str, int] = defaultdict(int)
+    for node, action in conn.execute(
+        "SELECT node, action FROM actions WHERE status = 'applied'"
+        f" AND (run_id IS NULL OR run_id IN ({marks}))",
+        ids,
+    ):
+        if action in ("drain", "cordon"):
+            drains[node] += 1
+        elif action in ("resume", "uncordon"):
+            returns[node] += 1
+    return drains, returns
+
+
+def lemon_nodes(
+    conn: sqlite3.Connection, *, last_runs: int = 50, executor: str | None = REAL
+) -> list[LemonScore]:
     """Nodes ranked by how often they were implicated over the last ``last_runs`` runs.
 
     Signals: runs tested, tests and failing tests (``fail_rate``), runs with a bad / suspect /
     unreachable verdict (a NIC verdict counts for its node), times drained and returned, and
     flaps (implicated in one run, healthy in the next, or back). Highest score first; nodes
-    never implicated have score 0 and are left out.
+    never implicated have score 0 and are left out. Only real runs count unless ``executor``
+    says otherwise: a simulated fault never makes a real node a lemon.
     """
+    cond, cargs = executor_filter(executor, "executor")
     runs = conn.execute(
-        "SELECT run_id, started_s FROM runs ORDER BY started_s DESC LIMIT ?", (last_runs,)
+        f"SELECT run_id, started_s FROM runs WHERE 1{cond} ORDER BY started_s DESC LIMIT ?",
+        (*cargs, last_runs),
     ).fetchall()
     started = {r: s for r, s in runs}
     if not started:
@@ -234,26 +310,8 @@ def lemon_nodes(conn: sqlite3.Connection, *, last_runs: int = 50) -> list[LemonS
         f"SELECT DISTINCT node, run_id FROM obs_nodes WHERE run_id IN ({marks})", ids
     ):
         tested_runs[node].add(run_id)
-    rank = {"bad": 3, "unreachable": 2, "suspect": 1, "healthy": 0}
-    state: dict[str, dict[str, str]] = defaultdict(dict)  # node -> run -> worst state
-    for node, run_id, st in conn.execute(
-        f"SELECT node, run_id, state FROM verdicts WHERE node IS NOT NULL AND run_id IN ({marks})",
-        ids,
-    ):
-        prev = state[node].get(run_id)
-        if prev is None or rank.get(st, 0) > rank.get(prev, 0):
-            state[node][run_id] = st
-    drains: dict[str, int] = defaultdict(int)
-    returns: dict[str, int] = defaultdict(int)
-    for node, action in conn.execute(
-        "SELECT node, action FROM actions WHERE status = 'applied'"
-        f" AND (run_id IS NULL OR run_id IN ({marks}))",
-        ids,
-    ):
-        if action in ("drain", "cordon"):
-            drains[node] += 1
-        elif action in ("resume", "uncordon"):
-            returns[node] += 1
+    state = _worst_states(conn, ids)
+    drains, returns = _applied_actions(conn, ids)
     out = []
     for node in set(tests) | set(state):
         per_run = state.get(node, {})
@@ -299,6 +357,7 @@ def below_baseline(
     sku: str | None,
     exclude_run: str | None = None,
     k: float = 3.5,
+    executor: str | None = REAL,
 ) -> dict[str, Any]:
     """Passing results far below what this SKU usually does (``median - k * sigma`` of its
     learned baseline): spec-compliant but unusual. Nodes with two or more such tests are
@@ -312,7 +371,7 @@ def below_baseline(
             continue
         key = (o.test.probe, o.test.group_size)
         if key not in cache:
-            cache[key] = baseline(conn, sku, *key, exclude_run=exclude_run)
+            cache[key] = baseline(conn, sku, *key, exclude_run=exclude_run, executor=executor)
         b = cache[key]
         if b is None or b.mad <= 0:
             continue

@@ -29,40 +29,14 @@ from fabriccheck.store import analytics
 from fabriccheck.store.actions_log import ActionLogMixin
 from fabriccheck.store.analytics import Baseline, DriftReport, LemonScore
 from fabriccheck.store.retention import RetentionMixin
+from fabriccheck.store.schema import ensure_schema
 
-SCHEMA_VERSION = 1
 #: raw tool output kept per observation (the rest is cut: history is not an archive)
 MAX_RAW_CHARS = 64_000
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS runs (
-  run_id TEXT PRIMARY KEY, mode TEXT NOT NULL, status TEXT NOT NULL,
-  started_s REAL NOT NULL, finished_s REAL, sku TEXT NOT NULL DEFAULT '',
-  fabric TEXT NOT NULL DEFAULT '', nodes_json TEXT NOT NULL, params_json TEXT NOT NULL,
-  summary_json TEXT);
-CREATE TABLE IF NOT EXISTS rounds (
-  run_id TEXT NOT NULL, round INTEGER NOT NULL, recorded_s REAL NOT NULL,
-  PRIMARY KEY (run_id, round));
-CREATE TABLE IF NOT EXISTS observations (
-  id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, round INTEGER NOT NULL, test_id TEXT NOT NULL,
-  probe TEXT NOT NULL, group_size INTEGER NOT NULL, purpose TEXT NOT NULL, status TEXT NOT NULL,
-  value REAL, unit TEXT, floor REAL, obs_json TEXT NOT NULL, UNIQUE (run_id, test_id));
-CREATE TABLE IF NOT EXISTS obs_nodes (
-  obs_id INTEGER NOT NULL, run_id TEXT NOT NULL, node TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS obs_nodes_node ON obs_nodes (node);
-CREATE INDEX IF NOT EXISTS obs_probe ON observations (probe, group_size, status);
-CREATE TABLE IF NOT EXISTS verdicts (
-  run_id TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, node TEXT, state TEXT NOT NULL,
-  reason TEXT NOT NULL, evidence_json TEXT NOT NULL, PRIMARY KEY (run_id, kind, name));
-CREATE INDEX IF NOT EXISTS verdicts_node ON verdicts (node);
-CREATE TABLE IF NOT EXISTS actions (
-  id INTEGER PRIMARY KEY, run_id TEXT, node TEXT NOT NULL, action TEXT NOT NULL,
-  backend TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL,
-  evidence_json TEXT NOT NULL, at_s REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS actions_node ON actions (node);
-"""
-
+#: run states: running (or killed: resumable), finished, failed (could not test, exit 3),
+#: refused (usage/config error, exit 2), crashed (fabriccheck itself failed), interrupted
+RUN_STATES = ("running", "finished", "failed", "refused", "crashed", "interrupted")
 
 
 def default_db_path() -> Path:
@@ -80,7 +54,7 @@ class RunRecord:
 
     run_id: str
     mode: str
-    status: str  # running | finished | failed
+    status: str  # one of RUN_STATES
     started_s: float
     finished_s: float | None
     sku: str
@@ -89,6 +63,8 @@ class RunRecord:
     params: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] | None = None
     rounds: int = 0
+    executor: str = ""  # sim | ssh | ray ("" when not recorded)
+    error: str | None = None  # why a run was refused, failed or crashed
 
 
 class Store(ActionLogMixin, RetentionMixin):
@@ -115,13 +91,11 @@ class Store(ActionLogMixin, RetentionMixin):
             self.conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
-            with self._tx():
-                for stmt in _SCHEMA.split(";"):
-                    if stmt.strip():
-                        self.conn.execute(stmt)
-                self.conn.execute(
-                    "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
-                )
+            with self._tx() as c:
+                self.migrated_from = ensure_schema(c, self.path)
+        except ConfigError:
+            self.conn.close()
+            raise
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"not a fabriccheck history database: {exc}", source=self.path,
                               hint="pass another --db PATH") from exc  # fmt: skip
@@ -158,17 +132,30 @@ class Store(ActionLogMixin, RetentionMixin):
         params: dict[str, Any] | None = None,
         run_id: str | None = None,
         started_s: float | None = None,
+        executor: str | None = None,
     ) -> str:
-        """Record that a run started; returns its id (a new one unless ``run_id`` is given)."""
+        """Record that a run started; returns its id (a new one unless ``run_id`` is given).
+
+        ``executor`` (default: ``params["executor"]``) keeps simulated runs apart from real ones.
+        """
         run_id = run_id or time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        exe = executor if executor is not None else str((params or {}).get("executor") or "")
         with self._tx() as c:
             c.execute(
                 "INSERT INTO runs (run_id, mode, status, started_s, sku, fabric, nodes_json,"
-                " params_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
+                " params_json, executor) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                 (run_id, mode, started_s if started_s is not None else time.time(), sku,
-                 fabric, json.dumps(list(nodes)), json.dumps(params or {}, default=str)),
+                 fabric, json.dumps(list(nodes)), json.dumps(params or {}, default=str), exe),
             )  # fmt: skip
         return run_id
+
+    def mark_run(self, run_id: str, status: str, error: str = "") -> None:
+        """End a run that did not finish: ``refused``, ``failed``, ``crashed``, ``interrupted``."""
+        if status not in RUN_STATES:
+            raise ValueError(f"unknown run state {status!r}")
+        with self._tx() as c:
+            c.execute("UPDATE runs SET status = ?, finished_s = ?, error = ? WHERE run_id = ?",
+                      (status, time.time(), error or None, run_id))  # fmt: skip
 
     def _insert_observations(
         self,
@@ -254,16 +241,19 @@ class Store(ActionLogMixin, RetentionMixin):
             )  # fmt: skip
 
     def _record(self, row: sqlite3.Row | tuple) -> RunRecord:
-        (run_id, mode, status, started, finished, sku, fabric, nodes, params, summary, rounds) = row
+        (run_id, mode, status, started, finished, sku, fabric, nodes, params, summary, rounds,
+         executor, error) = row  # fmt: skip
         return RunRecord(
             run_id=run_id, mode=mode, status=status, started_s=started, finished_s=finished,
             sku=sku, fabric=fabric, nodes=json.loads(nodes), params=json.loads(params),
             summary=json.loads(summary) if summary else None, rounds=rounds,
+            executor=executor, error=error,
         )  # fmt: skip
 
     _RUN_COLS = (
         "r.run_id, mode, status, started_s, finished_s, sku, fabric, nodes_json, params_json,"
-        " summary_json, (SELECT COUNT(*) FROM rounds x WHERE x.run_id = r.run_id)"
+        " summary_json, (SELECT COUNT(*) FROM rounds x WHERE x.run_id = r.run_id), executor,"
+        " error"
     )
 
     def run(self, run_id: str) -> RunRecord:
@@ -272,16 +262,19 @@ class Store(ActionLogMixin, RetentionMixin):
             f"SELECT {self._RUN_COLS} FROM runs r WHERE r.run_id = ?", (run_id,)
         ).fetchone()
         if row is None:
-            raise ConfigError(f"no run {run_id!r} in {self.path}", source="--resume",
+            raise ConfigError(f"no run {run_id!r} in this history database", source=self.path,
                               hint="`fabriccheck history runs` lists the stored runs")  # fmt: skip
         return self._record(row)
 
-    def runs(self, *, limit: int = 20, mode: str | None = None) -> list[RunRecord]:
-        """The most recent runs, newest first."""
-        where, args = ("WHERE mode = ?", (mode,)) if mode else ("", ())
+    def runs(
+        self, *, limit: int = 20, mode: str | None = None, executor: str | None = None
+    ) -> list[RunRecord]:
+        """The most recent runs (of ``mode``, by ``executor``), newest first."""
+        conds = [(c, v) for c, v in (("mode = ?", mode), ("executor = ?", executor)) if v]
+        where = ("WHERE " + " AND ".join(c for c, _ in conds)) if conds else ""
         rows = self.conn.execute(
             f"SELECT {self._RUN_COLS} FROM runs r {where} ORDER BY started_s DESC LIMIT ?",
-            (*args, limit),
+            (*(v for _, v in conds), limit),
         ).fetchall()
         return [self._record(r) for r in rows]
 
@@ -331,14 +324,18 @@ class Store(ActionLogMixin, RetentionMixin):
         result.observations = self.observations(run_id)
         return result
 
-    def latest_finished(self, mode: str | None = None) -> str | None:
-        """The id of the newest finished run (of ``mode``), or None."""
-        q = "SELECT run_id FROM runs WHERE status = 'finished'"
-        args: tuple = ()
+    def latest_finished(
+        self, mode: str | None = None, *, executor: str | None = None
+    ) -> str | None:
+        """The id of the newest finished run (of ``mode``, by ``executor``), or None."""
+        q = "SELECT run_id FROM runs r WHERE status = 'finished'"
+        args: list[Any] = []
         if mode:
             q += " AND mode = ?"
-            args = (mode,)
-        row = self.conn.execute(q + " ORDER BY finished_s DESC LIMIT 1", args).fetchone()
+            args.append(mode)
+        cond, cargs = analytics.executor_filter(executor)
+        row = self.conn.execute(q + cond + " ORDER BY finished_s DESC LIMIT 1",
+                                (*args, *cargs)).fetchone()  # fmt: skip
         return row[0] if row else None
 
     def observations(self, run_id: str) -> list[Observation]:
@@ -346,19 +343,25 @@ class Store(ActionLogMixin, RetentionMixin):
         return [o for obs in self.completed_rounds(run_id).values() for o in obs]
 
     # -- nodes -------------------------------------------------------------------------------
-    def last_tested(self, nodes: Iterable[str] | None = None) -> dict[str, float]:
-        """When each node was last in a recorded test (its run's start time)."""
+    def last_tested(
+        self, nodes: Iterable[str] | None = None, *, executor: str | None = analytics.REAL
+    ) -> dict[str, float]:
+        """When each node was last in a recorded test (its run's start time); by default only
+        real runs count (a simulated sweep tests no real node)."""
+        cond, args = analytics.executor_filter(executor)
         rows = self.conn.execute(
             "SELECT n.node, MAX(r.started_s) FROM obs_nodes n JOIN runs r ON r.run_id = n.run_id"
-            " GROUP BY n.node"
-        ).fetchall()
+            f" WHERE 1{cond} GROUP BY n.node", args,
+        ).fetchall()  # fmt: skip
         want = None if nodes is None else set(nodes)
         return {n: t for n, t in rows if want is None or n in want}
 
-    def recently_tested(self, within_s: float, *, now: float | None = None) -> set[str]:
+    def recently_tested(
+        self, within_s: float, *, now: float | None = None, executor: str | None = analytics.REAL
+    ) -> set[str]:
         """Nodes tested less than ``within_s`` ago (a sweep skips them)."""
         cutoff = (time.time() if now is None else now) - within_s
-        return {n for n, t in self.last_tested().items() if t >= cutoff}
+        return {n for n, t in self.last_tested(executor=executor).items() if t >= cutoff}
 
     # -- what history teaches (see store.analytics) -------------------------------------------
     def baseline(
@@ -369,20 +372,25 @@ class Store(ActionLogMixin, RetentionMixin):
         *,
         min_samples: int = 8,
         exclude_run: str | None = None,
+        executor: str | None = analytics.REAL,
     ) -> Baseline | None:
         """Learned baseline (median + MAD of passing results) or None when too few exist."""
         return analytics.baseline(self.conn, sku, probe, group_size, min_samples=min_samples,
-                                  exclude_run=exclude_run)  # fmt: skip
+                                  exclude_run=exclude_run, executor=executor)  # fmt: skip
 
     def below_baseline(self, observations: Sequence[Observation], *, sku: str | None,
-                       exclude_run: str | None = None) -> dict[str, Any]:  # fmt: skip
+                       exclude_run: str | None = None,
+                       executor: str | None = analytics.REAL) -> dict[str, Any]:  # fmt: skip
         """Passing tests far below the learned baseline; see :func:`analytics.below_baseline`."""
-        return analytics.below_baseline(self.conn, observations, sku=sku, exclude_run=exclude_run)
+        return analytics.below_baseline(self.conn, observations, sku=sku, exclude_run=exclude_run,
+                                        executor=executor)  # fmt: skip
 
     def drifting_nodes(self, **kwargs: Any) -> list[DriftReport]:
         """Nodes whose bandwidth falls across sweeps; see :func:`analytics.drifting_nodes`."""
         return analytics.drifting_nodes(self.conn, **kwargs)
 
-    def lemon_nodes(self, *, last_runs: int = 50) -> list[LemonScore]:
-        """Nodes implicated again and again, highest score first."""
-        return analytics.lemon_nodes(self.conn, last_runs=last_runs)
+    def lemon_nodes(
+        self, *, last_runs: int = 50, executor: str | None = analytics.REAL
+    ) -> list[LemonScore]:
+        """Nodes implicated again and again, highest score first (real runs unless told)."""
+        return analytics.lemon_nodes(self.conn, last_runs=last_runs, executor=executor)

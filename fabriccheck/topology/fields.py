@@ -4,74 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fabriccheck.errors import ConfigError
+from fabriccheck.schema.yamlio import parse_yaml, read_yaml
 
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _StrictLoader(_BaseLoader):  # type: ignore[misc,valid-type]
-    """A safe YAML loader that refuses duplicate keys (PyYAML silently keeps the last one)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    loader.flatten_mapping(node)
-    out: dict = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in out:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        out[key] = loader.construct_object(value_node, deep=deep)
-    return out
-
-
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping  # type: ignore[arg-type]
-)
-
-
-def read_yaml(path: str | Path) -> Any:
-    """Parse a YAML file; a missing file or a syntax error is a one-line :class:`ConfigError`.
-
-    Parameters
-    ----------
-    path
-        The file to read.
-
-    Returns
-    -------
-    The parsed document (any YAML value).
-    """
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read file: {exc.strerror or exc}", source=source, hint="check the path"
-        ) from exc
-    return parse_yaml(text, source)
-
-
-def parse_yaml(text: str, source: str) -> Any:
-    """Parse YAML text; a syntax error names its line and column."""
-    try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        where = f"line {mark.line + 1}" if mark is not None else None
-        raise ConfigError(
-            f"malformed YAML: {problem}" + (f" at column {mark.column + 1}" if mark else ""),
-            source=source,
-            field=where,
-            hint="fix the YAML syntax",
-        ) from exc
+__all__ = ["Fields", "join", "parse_yaml", "read_yaml", "type_name"]
 
 
 def join(prefix: str, key: str | int) -> str:

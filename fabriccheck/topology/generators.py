@@ -219,6 +219,10 @@ def generate(
         raise Fields({}, source, "").error(
             f"unknown fabric {fabric!r}", "fabric", hint="one of: " + ", ".join(FABRICS)
         )
+    from fabriccheck.schema.base import check_type
+    from fabriccheck.schema.topology import Generator
+
+    check_type(Generator, gen, source=source, prefix=field)
     head = Fields(gen, source, field)
     kind = head.str("kind", choices=KINDS)
     f = Fields(gen, source, field, allowed=("kind", *PARAMS[kind]))

@@ -96,6 +96,10 @@ def load_topology(path_or_name: str | Path, *, require_tree: bool = False) -> To
 
 def topology_from_dict(data: Any, *, source: str, require_tree: bool = False) -> Topology:
     """Build and validate a topology from a parsed document (see :func:`load_topology`)."""
+    from fabriccheck.schema.base import check
+    from fabriccheck.schema.topology import TopologyFile
+
+    check(TopologyFile, data, source=source)
     top = Fields(data, source, "", allowed=TOP_FIELDS)
     name = top.str("name")
     fabric = top.str("fabric", choices=FABRICS)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from fabriccheck.models import LinkKey, link_key, nic_node
+from fabriccheck.models import LinkKey, link_key
 
 if TYPE_CHECKING:  # networkx is imported when .graph is first asked for (CLI start-up)
     import networkx as nx
@@ -142,6 +142,24 @@ class Topology:
         return adj
 
     @cached_property
+    def _port_index(self) -> dict[str, int]:
+        """NIC endpoint -> its destination index for D-mod-K (as LIDs are handed out in port
+        order): ``node index x (its node's NICs on that leaf) + its rank among them``. On a
+        rail-optimized fabric (one NIC of a node per leaf) that is the node index; where all
+        NICs of a node share a leaf, each NIC gets its own uplink, as D-mod-K spreads ports."""
+        per_leaf: dict[tuple[str, str], list[str]] = {}
+        for node in self.nodes.values():
+            for nic in sorted(node.nics, key=lambda x: x.rail):
+                sw = self.attachment.get(nic.endpoint)
+                if sw is not None:
+                    per_leaf.setdefault((node.name, sw), []).append(nic.endpoint)
+        out: dict[str, int] = {}
+        for (node, _), eps in per_leaf.items():
+            for rank, ep in enumerate(eps):
+                out[ep] = self._node_index[node] * len(eps) + rank
+        return out
+
+    @cached_property
     def _node_index(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(sorted(self.nodes))}
 
@@ -234,7 +252,7 @@ class Topology:
         """The deterministic route of an InfiniBand flow (destination-based, D-mod-K style).
 
         Every switch forwards by destination only, as a linear forwarding table does: among the
-        next hops on a shortest path it takes ``(index(dst node) // W) mod count`` where ``W`` is
+        next hops on a shortest path it takes ``(index(dst port) // W) mod count`` where ``W`` is
         the product of the fan-outs already used on the way up (D-mod-K), so on a 3-tier tree the
         spine and core choices are independent and destinations spread evenly over every top
         switch. None without a path.
@@ -244,7 +262,7 @@ class Topology:
         s_sw, d_sw = self.attachment.get(src), self.attachment.get(dst)
         if s_sw is None or d_sw is None:
             return None
-        k = self._node_index[nic_node(dst)]
+        k = self._port_index[dst]
         hops = [src, s_sw]
         cur = s_sw
         while cur != d_sw:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import fabriccheck.cli.main  # noqa: F401  (registers every command module on app)
 from fabriccheck.cli.app import app
-from tests.conftest import REPO, SHARED_FIXTURES
+from tests.conftest import REPO, SHARED_FIXTURES, requires_shared
 
 runner = CliRunner()
 NCCL = SHARED_FIXTURES / "nccl-tests" / "nccl_allreduce_h100_2node_16gpu_gcp_a3mega_ok.txt"
@@ -28,6 +28,7 @@ def _json(args: list[str]) -> dict:
     return json.loads(res.stdout)
 
 
+@requires_shared
 def test_nccl_tests_json_contract():
     d = _json([str(NCCL)])
     assert (d["tool"], d["status"], d["reason"]) == ("nccl-tests", "ok", "")
@@ -38,12 +39,14 @@ def test_nccl_tests_json_contract():
         8589934592, 338.82, 337.35, 0)
 
 
+@requires_shared
 def test_tool_failure_is_still_exit_0():
     d = _json([str(MIDRUN)])
     assert d["status"] == "failed"
     assert [(e["kind"], e["host"]) for e in d["errors"]][:1] == [("nccl", "HCA-128")]
 
 
+@requires_shared
 def test_perftest_json_contract_in_gbits():
     d = _json([str(PERF)])
     assert (d["test"], d["device"], d["link_type"]) == ("Send BW Test", "mlx5_0", "IB")
@@ -55,6 +58,7 @@ def test_perftest_json_contract_in_gbits():
     assert (lat["t_typical_us"], lat["t_p99_us"]) == (1.27, 1.37)
 
 
+@requires_shared
 def test_iperf3_and_log_json():
     d = _json([str(IPERF)])
     assert d["tool"] == "iperf3" and d["retransmits"] == 196
@@ -63,6 +67,7 @@ def test_iperf3_and_log_json():
     assert log["errors"][0]["status"] == "12" and log["peers"] == ["10.216.210.236"]
 
 
+@requires_shared
 def test_forced_tool_and_source_line_stripped(tmp_path):
     f = tmp_path / "x.txt"
     f.write_text("# source: somewhere\n" + NCCL.read_text().partition("\n")[2])
@@ -70,6 +75,7 @@ def test_forced_tool_and_source_line_stripped(tmp_path):
     assert d["status"] == "ok" and len(d["rows"]) == 31
 
 
+@requires_shared
 def test_human_summary_has_a_table():
     res = runner.invoke(app, ["parse", str(MIDRUN)])
     assert res.exit_code == 0
@@ -95,6 +101,7 @@ def test_unknown_format_exit_2_one_line(tmp_path):
     assert bad.exit_code == 2 and "unknown tool" in bad.output
 
 
+@requires_shared
 def test_subprocess_json_and_exit_codes(tmp_path):
     exe = REPO / ".venv" / "bin" / "fabriccheck"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "fabriccheck"]

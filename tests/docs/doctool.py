@@ -168,7 +168,7 @@ def fabriccheck_words(command: str) -> tuple[list[str], list[str]]:
     for w in words[1:]:
         if w in ("|", "&&", "||", ";", ">", "2>", ">>") or w.startswith((">", "2>")):
             break
-        if w.startswith("-"):
+        if w.startswith("-") and w != "-":  # a lone "-" is an argument: standard input
             flags.append(w.split("=", 1)[0])
             in_head = False
         elif in_head and re.fullmatch(r"[a-z][a-z-]*", w) and len(head) < 2:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fabriccheck.executors.ray_agent import HostAgent, group_members, wrap_guarded
+from fabriccheck.executors.ray.agent import HostAgent, group_members, wrap_guarded
 
 
 def procs_with(token: str) -> list[int]:
@@ -110,7 +110,7 @@ def test_kill_all_and_shutdown_leave_nothing(agent):
 
 
 def test_output_is_capped(agent, monkeypatch):
-    monkeypatch.setattr("fabriccheck.executors.ray_agent.MAX_OUTPUT_BYTES", 1000)
+    monkeypatch.setattr("fabriccheck.executors.ray.agent.MAX_OUTPUT_BYTES", 1000)
     out = agent.wait(agent.start(["sh", "-c", "yes | head -c 100000"]), 10)
     assert out["finished"] and len(out["stdout"]) == 1000
 
@@ -138,7 +138,7 @@ def test_commands_die_with_the_agent_process():
     token = f"fcagent-{uuid.uuid4().hex[:8]}"
     code = (
         "import sys, time\n"
-        "from fabriccheck.executors.ray_agent import HostAgent\n"
+        "from fabriccheck.executors.ray.agent import HostAgent\n"
         "a = HostAgent('x')\n"
         f"a.start(['bash', '-c', 'trap \"\" TERM; sleep 1000 & exec -a {token} sleep 1000'],"
         " guard_s=600)\n"
@@ -168,7 +168,7 @@ def test_reaper_kills_orphaned_groups_when_the_agent_dies_and_its_wrapper_is_kil
     token = f"fcagent-{uuid.uuid4().hex[:8]}"
     code = (
         "import os, signal, sys, time\n"
-        "from fabriccheck.executors.ray_agent import HostAgent\n"
+        "from fabriccheck.executors.ray.agent import HostAgent\n"
         "a = HostAgent('x')\n"
         f"h = a.start(['bash', '-c', 'trap \"\" TERM; sleep 1000 & exec -a {token} sleep 1000'],"
         " guard_s=600)\n"

@@ -53,8 +53,8 @@ def ray_harness(tmp_path_factory: pytest.TempPathFactory):
                                   "PATH": path})
              for h, ip in zip(HOSTS, loopback_ips(len(HOSTS)), strict=True)]
     cluster = RayCluster(specs, extra_env=FAST_FAILURE_ENV).start()
-    from fabriccheck.executors.ray_executor import RayExecutor
-    from fabriccheck.executors.ray_session import connect, disconnect
+    from fabriccheck.executors.ray.executor import RayExecutor
+    from fabriccheck.inventory.ray_session import connect, disconnect
 
     killed: set[str] = set()
     ports = iter(range(29000, 30000, 10))

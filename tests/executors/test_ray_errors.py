@@ -15,7 +15,7 @@ from fabriccheck.errors import (  # noqa: E402
     RemoteCommandError,
     TaskTimeout,
 )
-from fabriccheck.executors.ray_session import check_reachable, connect, map_ray_error  # noqa: E402
+from fabriccheck.inventory.ray_session import check_reachable, connect, map_ray_error  # noqa: E402
 
 CASES = [
     (lambda: rex.GetTimeoutError("Get timed out: some object(s) not ready."), TaskTimeout),

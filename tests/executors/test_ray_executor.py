@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from fabriccheck.errors import ExecutorError, RemoteCommandError, TaskTimeout
-from fabriccheck.executors.ray_executor import RayExecutor, wait_reservations_gone
-from fabriccheck.executors.ray_session import ray_get
+from fabriccheck.executors.ray.executor import RayExecutor, wait_reservations_gone
+from fabriccheck.inventory.ray_session import ray_get
 from fabriccheck.models import Flow, Test
 from fabriccheck.probes.launch import HostCommand, ProbeLaunch
 from tests.executors.test_ray_agent import procs_with, wait_gone
@@ -32,9 +32,13 @@ ray = pytest.importorskip("ray")
 ray_cluster = pytest.fixture(scope="module")(cluster_fixture)
 
 
+#: test id -> the shell script its steps run (a test double's settings: Test.params is typed)
+SCRIPTS: dict[str, str] = {}
+
+
 def script_builder(test: Test, nic_ips, port: int) -> ProbeLaunch:
-    """One step per node running ``params["script"]`` (``$PORT`` set); output from the first."""
-    script = test.params["script"]
+    """One step per node running the test's script (``$PORT`` set); output from the first."""
+    script = SCRIPTS[test.test_id]
     steps = tuple(
         HostCommand(n, ("bash", "-c", script), env={"PORT": str(port), "RANK": str(i)})
         for i, n in enumerate(test.nodes)
@@ -43,7 +47,8 @@ def script_builder(test: Test, nic_ips, port: int) -> ProbeLaunch:
 
 
 def t(test_id: str, nodes: tuple[str, ...], script: str, timeout_s: float = 30.0) -> Test:
-    return Test(test_id, "allreduce-cpu", nodes, timeout_s=timeout_s, params={"script": script})
+    SCRIPTS[test_id] = script
+    return Test(test_id, "allreduce-cpu", nodes, timeout_s=timeout_s)
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +192,7 @@ def test_reservations_released_after_success_failure_and_timeout(ex):
 def test_reservations_released_and_commands_killed_when_the_round_raises(ex, monkeypatch):
     """The round is interrupted after it started a real command (Ctrl-C stand-in)."""
     token = f"fcintr-{uuid.uuid4().hex[:8]}"
-    import fabriccheck.executors.ray_executor as mod
+    import fabriccheck.executors.ray.executor as mod
 
     def interrupted(runner, tests, build, max_parallel):  # starts real work, then "Ctrl-C"
         runner.start(HostCommand("h1", ("bash", "-c", f"exec -a {token} sleep 1000")), "x")
@@ -274,13 +279,13 @@ def test_dead_node_is_unreachable_and_the_others_go_on(ex, ray_cluster):
 
 DRIVER = """
 import json, os, sys, threading, time
-from fabriccheck.executors.ray_executor import RayExecutor
+from fabriccheck.executors.ray.executor import RayExecutor
 from fabriccheck.models import Test
 from fabriccheck.probes.launch import HostCommand, ProbeLaunch
 def build(test, nic_ips, port):
-    return ProbeLaunch((HostCommand(test.nodes[0], ("bash", "-c", test.params["script"])),), 0)
+    return ProbeLaunch((HostCommand(test.nodes[0], ("bash", "-c", sys.argv[2])),), 0)
 ex = RayExecutor(sys.argv[1], launch_builder=build)
-test = Test("drv", "allreduce-cpu", ("h2", "h3"), timeout_s=300, params={"script": sys.argv[2]})
+test = Test("drv", "allreduce-cpu", ("h2", "h3"), timeout_s=300)
 threading.Thread(target=ex.run_round, args=([test],), daemon=True).start()
 time.sleep(1000)
 """

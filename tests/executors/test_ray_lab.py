@@ -32,7 +32,7 @@ def _ray_state(address: str) -> tuple[list[dict], dict]:
     """ray.nodes() and the placement-group table, from a short-lived driver (a subprocess)."""
     code = (
         "import json, sys\n"
-        "from fabriccheck.executors.ray_session import connect\n"
+        "from fabriccheck.inventory.ray_session import connect\n"
         "import ray\n"
         "from ray.util.placement_group import placement_group_table\n"
         "connect(sys.argv[1], timeout_s=60)\n"

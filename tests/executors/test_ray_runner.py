@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabriccheck.executors.ray_reserve import overlapping_groups
+from fabriccheck.executors.ray.reserve import overlapping_groups
 from fabriccheck.models import Test
 
 node_sets = st.lists(st.sets(st.sampled_from([f"n{i}" for i in range(8)]), min_size=1,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fabriccheck.inference.evaluate import evaluate, evaluate_peers
+from fabriccheck.inference.evaluate import evaluate
+from fabriccheck.inference.peers import judge_against_peers
 from fabriccheck.models import Flow, Observation, RawResult, Test
 from fabriccheck.probes.results import (
     FAILED,
@@ -66,7 +67,7 @@ def _round(values):
 
 def test_uniformly_slow_fabric_is_a_warning_not_every_node_bad():
     vals = [320.0 + (i % 5) for i in range(40)] + [150.0]
-    judged, warnings = evaluate_peers(_round(vals))
+    judged, warnings = judge_against_peers(_round(vals), (), {})
     assert warnings and "uniformly slow" in warnings[0]
     assert [o.status for o in judged[:-1]] == ["pass"] * 40
     assert judged[-1].status == "fail"
@@ -74,12 +75,12 @@ def test_uniformly_slow_fabric_is_a_warning_not_every_node_bad():
 
 def test_one_slow_test_among_peers_fails_above_the_floor():
     vals = [390.0 + (i % 7) * 0.5 for i in range(30)] + [336.0]
-    judged, warnings = evaluate_peers(_round(vals))
+    judged, warnings = judge_against_peers(_round(vals), (), {})
     assert not warnings
     assert judged[-1].status == "fail" and "peer outlier" in judged[-1].reason
     assert all(o.status == "pass" for o in judged[:-1])
 
 
 def test_few_peers_no_comparison():
-    judged, warnings = evaluate_peers(_round([390.0, 340.0]))
+    judged, warnings = judge_against_peers(_round([390.0, 340.0]), (), {})
     assert [o.status for o in judged] == ["pass", "pass"] and not warnings

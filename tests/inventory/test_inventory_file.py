@@ -103,3 +103,88 @@ def test_missing_file_and_unknown_host(tmp_path: Path) -> None:
     inv = inventory_from_dict({"hosts": {"a": "10.0.0.1"}})
     with pytest.raises(ConfigError, match="'b' is not in the inventory"):
         inv.host("b")
+
+
+def _edit(old: str, new: str) -> str:
+    assert old in GOOD, old
+    return GOOD.replace(old, new, 1)
+
+
+# the mistakes issue 18 found accepted: each is one line naming the file, the field and the fix
+MISTAKES = [
+    (_edit("user: root,", "usr: root,"), "ssh.usr", "did you mean 'user'"),
+    (_edit("key: keys", "kee: keys"), "ssh.kee", "did you mean 'key'"),
+    (_edit("address: 10.220.0.2", "adress: 10.220.0.2"), "hosts.host1.adress",
+     "did you mean 'address'"),
+    (_edit("rail: 1}", "rial: 1}"), "hosts.host1.nics.eth1.rial", "did you mean 'rail'"),
+    (_edit("port: 2222", "port: true"), "ssh.port", "expected an integer, got the boolean True"),
+    (_edit("port: 2222", "port: 22.9"), "ssh.port", "expected an integer, got the number 22.9"),
+    (_edit("port: 22\n", "port: -22\n"), "hosts.host2.port", "must be >= 1"),
+    (_edit("port: 2222", "port: 70000"), "ssh.port", "must be <= 65535"),
+    (_edit("connect_timeout_s: 2", "connect_timeout_s: -2"), "ssh.connect_timeout_s",
+     "must be positive"),
+    (_edit("rail: 1}", "rail: 0}"), "hosts.host1.nics.eth1.rail", "two NICs on rail 0"),
+    (_edit("gid_index: 3", "gid_index: 3, iperf3_duration_s: \"5s\""),
+     "probes.iperf3_duration_s", "expected a number, got the string '5s'"),
+    (_edit("gid_index: 3", "gid_index: 3, nccl_env: \"NCCL_DEBUG=INFO\""), "probes.nccl_env",
+     "expected a mapping NAME: value"),
+    (_edit("gid_index: 3", "gid_index: -1"), "probes.gid_index", "must be >= 0"),
+    (_edit("gid_index: 3", "launcher: slurm"), "probes.launcher", "unknown value 'slurm'"),
+    (_edit("ip: 192.168.100.1", "ip: 192.168.100"), "hosts.host1.nics.eth0.ip",
+     "not an IP address"),
+    (GOOD + "ssh: {user: admin}\n", "line 16", "duplicate key 'ssh' (first at line 3)"),
+    (_edit("  host2:\n", "  host1:\n"), "line 11", "duplicate key 'host1' (first at line 8)"),
+]
+
+
+@pytest.mark.parametrize(("text", "field", "words"), MISTAKES)
+def test_every_mistake_is_one_line_naming_file_and_field(tmp_path: Path, text, field, words):
+    f = tmp_path / "inv.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_inventory(f)
+    msg = str(info.value)
+    assert msg.startswith(f"{f}:{field}: ") and words in msg and "\n" not in msg, msg
+
+
+def test_typo_hint_names_the_right_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        inventory_from_dict({"ssh": {"usr": "root"}, "hosts": {"h": "10.0.0.1"}}, source="i.yaml")
+    assert info.value.hint.startswith("did you mean 'user'?")
+
+
+def test_numbers_in_env_are_text_and_probe_settings_typed(tmp_path: Path) -> None:
+    inv = inventory_from_dict({
+        "env": {"NCCL_IB_GID_INDEX": 3}, "hosts": {"h": "10.0.0.1"},
+        "probes": {"nccl_env": {"NCCL_DEBUG": "INFO"}, "iperf3_duration_s": 2},
+    })  # fmt: skip
+    assert inv.env == {"NCCL_IB_GID_INDEX": "3"}
+    assert inv.probe_options == {"nccl_env": {"NCCL_DEBUG": "INFO"}, "iperf3_duration_s": 2.0}
+
+
+def test_probe_settings_match_command_options() -> None:
+    """Every CommandOptions field the file may set has a typed model field, and no more."""
+    from dataclasses import fields
+
+    from fabriccheck.probes.commands import CommandOptions
+    from fabriccheck.schema.inventory import ProbeSettings
+
+    settable = {f.name for f in fields(CommandOptions)} - {"python", "env"}
+    assert set(ProbeSettings.model_fields) == settable
+    defaults = CommandOptions()
+    for name in settable:
+        assert ProbeSettings().model_dump()[name] == getattr(defaults, name), name
+
+
+def test_cli_bad_inventory_is_exit_2_before_anything_connects(tmp_path: Path, capsys) -> None:
+    """Through the real CLI: the inventory is checked at the door, exit 2, one line."""
+    from fabriccheck.cli.main import main
+
+    f = tmp_path / "inv.yaml"
+    f.write_text(_edit("user: root,", "usr: root,"))
+    code = main(["gate", "host[1-4]", "--topology", "lab-4", "--executor", "ssh",
+                 "--inventory", str(f), "--json"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"error: {f}:ssh.usr: unknown field 'usr'") and "Traceback" not in err
+    assert "did you mean 'user'?" in err

@@ -49,8 +49,9 @@ class RecordingKubectl:
         if argv[1:3] == ["get", "pods"]:
             return PODS
         if argv[1:3] == ["get", "node"]:
-            item = next(i for i in json.loads(NODES)["items"] if i["metadata"]["name"] == argv[3])
-            return json.dumps(item)
+            names = argv[3:-2]
+            items = [i for i in json.loads(NODES)["items"] if i["metadata"]["name"] in names]
+            return json.dumps(items[0] if len(names) == 1 else {"kind": "List", "items": items})
         return f"node/{argv[3] if len(argv) > 3 else argv[2]} labeled\n"
 
 
@@ -155,3 +156,43 @@ def test_taint_already_gone_is_fine_other_errors_are_not():
     acts = KubernetesActions(RecordingKubectl(fail_on="uncordon"))
     with pytest.raises(ExecutorError):
         acts.give_back(N.format(14))
+
+
+def test_taking_out_many_nodes_batches_kubectl_calls():
+    """Issue 18: not four kubectl processes per node; one cordon/taint/label call per batch."""
+    kubectl = RecordingKubectl()
+    nodes = [N.format(i) for i in (11, 12, 13, 14, 15)]
+    reasons = {n: "fabriccheck: NIC slow" for n in nodes[:4]} | {nodes[4]: "fabriccheck: hung"}
+    outcome = KubernetesActions(kubectl).take_out_many(reasons)
+    assert outcome == dict.fromkeys(nodes, "cordoned+tainted+labelled")
+    assert [c[1] for c in kubectl.calls] == ["cordon", "taint", "label", "annotate", "annotate"]
+    assert kubectl.calls[2] == ["kubectl", "label", "nodes", *nodes, "fabriccheck.io/health=bad",
+                                "--overwrite"]  # fmt: skip
+    assert kubectl.calls[4] == ["kubectl", "annotate", "nodes", nodes[4],
+                                "fabriccheck.io/reason=fabriccheck: hung", "--overwrite"]
+    kubectl.calls.clear()
+    KubernetesActions(kubectl, batch_size=2).take_out_many(reasons)
+    assert sum(c[1] == "label" for c in kubectl.calls) == 3  # ceil(5 / 2)
+
+
+def test_a_failing_node_in_a_batch_is_pinned_on_it_and_the_others_go_on():
+    bad = N.format(13)
+    kubectl = RecordingKubectl(fail_on=bad)
+    nodes = [N.format(i) for i in (11, 12, 13)]
+    outcome = KubernetesActions(kubectl).take_out_many(dict.fromkeys(nodes, "slow"))
+    assert isinstance(outcome[bad], ExecutorError)
+    assert outcome[N.format(11)] == outcome[N.format(12)] == "cordoned+tainted+labelled"
+    # later steps skip the failed node: only the cordon batch and its one-by-one retry saw it
+    assert sum(bad in c for c in kubectl.calls) == 2
+    with pytest.raises(ExecutorError):
+        KubernetesActions(RecordingKubectl(fail_on=bad)).take_out(bad, "slow")
+
+
+def test_giving_back_many_reads_labels_once_and_skips_unmarked_nodes():
+    kubectl = RecordingKubectl()
+    n11, n14 = N.format(11), N.format(14)
+    outcome = KubernetesActions(kubectl).give_back_many([n11, n14])
+    assert outcome == {n11: "not marked by fabriccheck", n14: "returned"}
+    assert kubectl.calls[0] == ["kubectl", "get", "node", n11, n14, "-o", "json"]
+    assert all(n11 not in c for c in kubectl.calls[1:])
+    assert len(kubectl.calls) == 5

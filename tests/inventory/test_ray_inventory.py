@@ -77,8 +77,8 @@ def test_discover_a_real_cluster_and_see_a_busy_gpu_node():
         pytest.skip(unavailable_reason())
     if ray.is_initialized():
         pytest.skip("this process is already connected to a Ray cluster")
-    from fabriccheck.executors.ray_session import connect, disconnect
     from fabriccheck.inventory.ray import discover_ray_nodes, idle_ray_nodes
+    from fabriccheck.inventory.ray_session import connect, disconnect
 
     ips = loopback_ips(2)
     cluster = RayCluster([  # fake GPUs: Ray counts what it is told
@@ -116,3 +116,21 @@ def test_discover_a_real_cluster_and_see_a_busy_gpu_node():
             assert ray.is_initialized()  # a connection it did not make is left alone
         finally:
             disconnect()
+
+
+def test_available_from_the_public_cluster_status():
+    """The per-node free resources come from Ray's public cluster status (no ray._private)."""
+    schema = pytest.importorskip("ray.autoscaler.v2.schema")
+    from fabriccheck.inventory.ray import available_from_status
+
+    def info(node_id, used_gpu):
+        usage = [schema.ResourceUsage("GPU", 8.0, used_gpu), schema.ResourceUsage("CPU", 4.0, 0)]
+        return schema.NodeInfo(instance_type_name="", ray_node_type_name="", instance_id="",
+                               ip_address="10.0.0.1", node_id=node_id,
+                               resource_usage=schema.NodeUsage(usage=usage, idle_time_ms=0))
+
+    status = schema.ClusterStatus(active_nodes=[info("aa", 8.0)], idle_nodes=[info("bb", 0.0)])
+    avail = available_from_status(status)
+    assert avail == {"aa": {"GPU": 0.0, "CPU": 4.0}, "bb": {"GPU": 8.0, "CPU": 4.0}}
+    raw = [_node("aa", res={"GPU": 8.0}), _node("bb", res={"GPU": 8.0}, hostname="h2")]
+    assert {n.node_id: n.idle for n in nodes_from_state(raw, avail)} == {"aa": False, "bb": True}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fabriccheck.planning.view import FabricView
 from fabriccheck.topology import generate
+from fabriccheck.topology.view import FabricView
 
 
 def make_view(kind: str = "rail-optimized", fabric: str = "infiniband", **gen) -> FabricView:

@@ -99,3 +99,18 @@ def test_nic_and_node_steps_carry_checks_and_a_retest_with_a_healthy_partner():
     assert partner not in ("node-002", "node-003")
     node = next(s for s in steps if s.title.startswith("Check node node-003"))
     assert any("nvidia-smi" in c for c in node.commands)
+
+
+def test_drain_commands_are_per_scheduler_never_mixed():
+    def blocks(extra):
+        r = RunResult(mode="sweep", nodes=["node-001", "node-002"], drain=["node-001"],
+                      bad_nodes=["node-001"], extra=extra)
+        return [s.commands for s in next_steps(r, build_view(r, None))
+                if s.title.startswith(("Drain", "Or on Kubernetes"))]
+
+    for cmds in blocks({}):  # no scheduler named: one block per scheduler
+        assert len({c.split()[0] for c in cmds}) == 1
+    assert [c[0].split()[0] for c in blocks({})] == ["scontrol", "kubectl"]
+    assert [c[0].split()[0] for c in blocks({"actions": {"backend": "slurm"}})] == ["scontrol"]
+    assert [c[0].split()[0] for c in blocks({"actions": {"backend": "kubernetes"}})] == [
+        "kubectl"]

@@ -273,3 +273,12 @@ def test_ib_every_node_pair_has_one_route_per_rail():
                 assert cands[0] in topo.paths(src, dst)
                 assert cands[0][0] == ((src, topo.leaf_of(src)) if src < topo.leaf_of(src)
                                        else (topo.leaf_of(src), src))
+
+
+def test_generator_models_match_params():
+    """The schema (docs, validation) and the generators take the same parameters."""
+    from fabriccheck.schema.topology import FatTree, RailOptimized
+    from fabriccheck.topology.generators import PARAMS
+
+    assert set(RailOptimized.model_fields) == {"kind", *PARAMS["rail-optimized"]}
+    assert set(FatTree.model_fields) == {"kind", *PARAMS["fat-tree"]}

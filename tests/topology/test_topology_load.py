@@ -95,7 +95,7 @@ BAD = [
     ("generator and lists", "name: g\nfabric: roce\ngenerator: {kind: fat-tree, nodes: 2}\n"
      "nodes: []\n", "nodes", "cannot also list"),
     ("unknown generator kind", "name: g\nfabric: roce\ngenerator: {kind: torus, nodes: 8}\n",
-     "generator.kind", "unknown value"),
+     "generator.kind", "unknown kind 'torus'"),
     ("unknown generator param", "name: g\nfabric: roce\ngenerator: {kind: rail-optimized, "
      "nodes: 8, spines: 1, colour: 3}\n", "generator.colour", "unknown field"),
     ("missing generator param", "name: g\nfabric: roce\ngenerator: {kind: rail-optimized}\n",
@@ -106,6 +106,30 @@ BAD = [
      "rail-optimized, nodes: 8, gpus_per_node: 8, spines: 1}\n", "gpus_per_node", "differs"),
     ("generator without spines", "name: g\nfabric: roce\ngenerator: {kind: rail-optimized, "
      "nodes: 64, nodes_per_leaf: 32}\n", "generator.spines", "spine"),
+]
+
+
+BAD += [
+    ("typo with hint", edit("switches:", "switchs:"), "switchs", "did you mean 'switches'"),
+    ("gbps as text", edit("{a: leaf-1, b: spine-1, gbps: 1}", "{a: leaf-1, b: spine-1, gbps: 1G}"),
+     "links[2].gbps", "expected a number, got the string '1G'"),
+    ("count as float", edit("{a: leaf-1, b: spine-1, gbps: 1}",
+                            "{a: leaf-1, b: spine-1, gbps: 1, count: 1.5}"),
+     "links[2].count", "expected an integer"),
+    ("rail as bool", edit("rail: 0,", "rail: true,"), "nodes[0].nics[0].rail",
+     "expected an integer, got the boolean True"),
+    ("two NICs on one rail", edit("{name: h2, nics: [eth0]}", "{name: h2, nics: [{name: eth0, "
+                                  "rail: 0}, {name: eth1, rail: 0, gbps: 1}]}"),
+     "nodes[1].nics[1].rail", "two NICs on rail 0"),
+    ("node name a number", edit("{name: h2, nics", "{name: 2, nics"), "nodes[1].name",
+     "expected a string, got the integer 2"),
+    ("generator param typo", "name: g\nfabric: roce\ngenerator: {kind: rail-optimized, nodes: 8, "
+     "spine: 1}\n", "generator.spine", "did you mean 'spines'"),
+    ("generator kind a list", "name: g\nfabric: roce\ngenerator: {kind: [fat-tree], nodes: 8}\n",
+     "generator.kind", "unknown kind ['fat-tree']"),
+    ("generator tiers 4", "name: g\nfabric: roce\ngenerator: {kind: fat-tree, tiers: 4, "
+     "nodes: 8}\n",
+     "generator.tiers", "unknown value 4"),
 ]
 
 

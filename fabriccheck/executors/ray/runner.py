@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fabriccheck.errors import ConnectError, TaskTimeout
 from fabriccheck.executors.launch_runner import StepOutput
-from fabriccheck.executors.ray_session import ray_get
+from fabriccheck.inventory.ray_session import ray_get
 from fabriccheck.probes.launch import HostCommand
 
-if TYPE_CHECKING:
-    from fabriccheck.executors.ray_executor import RayExecutor
+
+class AgentSource(Protocol):
+    """What the runner needs from the executor (the executor imports the runner, not back)."""
+
+    guard_s: float
+    rpc_timeout_s: float
+    leftovers: list[str]
+
+    def agent(self, host: str) -> Any: ...
 
 def _reach(ref: Any, timeout_s: float, host: str, what: str) -> Any:
     """``ray_get`` on an agent call; an agent that does not answer in time is unreachable."""
@@ -32,7 +39,7 @@ class _Handle:
 class RayHostRunner:
     """:class:`~fabriccheck.executors.launch_runner.HostRunner` over per-node agent actors."""
 
-    def __init__(self, executor: RayExecutor) -> None:
+    def __init__(self, executor: AgentSource) -> None:
         self._ex = executor
 
     def start(self, step: HostCommand, tag: str) -> _Handle:

@@ -11,9 +11,9 @@ from fabriccheck.actions.metrics import build_registry
 from fabriccheck.store.db import Store
 
 
-def _latest_registry(path: str, mode: str | None):
+def _latest_registry(path: str, mode: str | None, executor: str | None = "real"):
     with Store(path) as store:
-        run_id = store.latest_finished(mode)
+        run_id = store.latest_finished(mode, executor=executor)
         if run_id is None:
             return None
         result = store.load_result(run_id)
@@ -22,19 +22,22 @@ def _latest_registry(path: str, mode: str | None):
     return build_registry(result, actions=acts, now_s=finished_s)
 
 
-def latest_metrics_text(path: str, *, mode: str | None = None) -> str:
-    """The text exposition of the newest finished run ("" when there is none)."""
-    reg = _latest_registry(path, mode)
+def latest_metrics_text(path: str, *, mode: str | None = None,
+                        executor: str | None = "real") -> str:  # fmt: skip
+    """The text exposition of the newest finished run ("" when there is none); by default of
+    the newest real run (a simulated one never shows up as a real node's health)."""
+    reg = _latest_registry(path, mode, executor)
     return generate_latest(reg).decode() if reg is not None else ""
 
 
 class HistoryCollector:
     """A prometheus_client collector that rebuilds the metrics from history on every scrape."""
 
-    def __init__(self, path: str, *, mode: str | None = None) -> None:
-        self.path, self.mode = path, mode
+    def __init__(self, path: str, *, mode: str | None = None,
+                 executor: str | None = "real") -> None:  # fmt: skip
+        self.path, self.mode, self.executor = path, mode, executor
 
     def collect(self) -> Iterator[Metric]:
-        reg = _latest_registry(self.path, self.mode)
+        reg = _latest_registry(self.path, self.mode, self.executor)
         if reg is not None:
             yield from reg.collect()

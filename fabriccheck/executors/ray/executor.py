@@ -5,19 +5,19 @@ How a round runs (``RayExecutor.run_round``):
 1. read the cluster's live nodes and map each fabriccheck host to its Ray node
    (:mod:`fabriccheck.inventory.ray` naming rules; an inventory address or IP also matches);
 2. **reserve** every test's group with a placement group
-   (:mod:`~fabriccheck.executors.ray_reserve`): ``STRICT_SPREAD``, one bundle per node,
+   (:mod:`~fabriccheck.executors.ray.reserve`): ``STRICT_SPREAD``, one bundle per node,
    each bundle pinned to its node by the ``ray.io/node-id`` label and holding the node's whole
    ``reserve_resources`` (default: the idle resource and ``GPU``), so no other Ray work that needs
    them lands there meanwhile; a group not reserved within ``reserve_timeout_s`` (someone holds
    part of a node) is reported, not run;
 3. run each test's :class:`~fabriccheck.probes.launch.ProbeLaunch` through
    :func:`~fabriccheck.executors.launch_runner.run_tests` with :class:`RayHostRunner`: one
-   :class:`~fabriccheck.executors.ray_agent.HostAgent` actor per node (0 CPU, hard node affinity)
+   :class:`~fabriccheck.executors.ray.agent.HostAgent` actor per node (0 CPU, hard node affinity)
    starts each command in its own session, waits with a timeout, kills its process group;
 4. always (``finally``) remove the round's placement groups; ``close()`` removes any left and
    kills every agent. Placement groups also die with the driver if it is killed.
 
-Ray errors are mapped in :func:`fabriccheck.executors.ray_session.map_ray_error`.
+Ray errors are mapped in :func:`fabriccheck.inventory.ray_session.map_ray_error`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 
 from fabriccheck.errors import ConnectError, ExecutorError
 from fabriccheck.executors.launch_runner import run_tests
-from fabriccheck.executors.ray_reserve import (  # noqa: F401  (re-exported for callers)
+from fabriccheck.executors.ray.reserve import (  # noqa: F401  (re-exported for callers)
     NODE_ID_LABEL,
     node_bundle,
     overlapping_groups,
@@ -37,9 +37,9 @@ from fabriccheck.executors.ray_reserve import (  # noqa: F401  (re-exported for 
     reserve_groups,
     wait_reservations_gone,
 )
-from fabriccheck.executors.ray_runner import RayHostRunner
-from fabriccheck.executors.ray_session import connect, disconnect, map_ray_error, ray_get
+from fabriccheck.executors.ray.runner import RayHostRunner
 from fabriccheck.inventory.ray import IDLE_RESOURCE, RayNode, cluster_state, nodes_from_state
+from fabriccheck.inventory.ray_session import connect, disconnect, map_ray_error, ray_get
 from fabriccheck.models import RawResult, Test, nic_node
 from fabriccheck.probes.launch import ProbeLaunch
 
@@ -211,7 +211,7 @@ class RayExecutor:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from fabriccheck.executors.ray_agent import HostAgent
+        from fabriccheck.executors.ray.agent import HostAgent
 
         node = self.node(host)
         actor_cls = ray.remote(HostAgent)
@@ -251,7 +251,7 @@ class RayExecutor:
             alive = list(pool.map(ping, hosts))
         return {h for h, ok in zip(hosts, alive, strict=True) if not ok}
 
-    # -- reservations (fabriccheck.executors.ray_reserve) -----------------------------------
+    # -- reservations (fabriccheck.executors.ray.reserve) -----------------------------------
     def _bundle(self, node: RayNode) -> dict[str, float]:
         return node_bundle(node, self.reserve_resources)
 

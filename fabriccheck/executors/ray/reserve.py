@@ -2,7 +2,7 @@
 
 Each bundle is pinned to its node by the ``ray.io/node-id`` label and holds the node's whole
 ``reserve_resources`` so no other Ray work needing them lands there while fabriccheck tests it.
-Ray errors are mapped by :func:`fabriccheck.executors.ray_session.map_ray_error`.
+Ray errors are mapped by :func:`fabriccheck.inventory.ray_session.map_ray_error`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fabriccheck.errors import ExecutorError
-from fabriccheck.executors.ray_session import map_ray_error
 from fabriccheck.inventory.ray import RayNode
+from fabriccheck.inventory.ray_session import map_ray_error
 from fabriccheck.models import Test
 
 #: Ray's built-in per-node label (bundle_label_selector pins a bundle to exactly that node)

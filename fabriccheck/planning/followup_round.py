@@ -1,0 +1,256 @@
+"""One follow-up round: confirm suspects, retest what met only culprits, localize links, take
+the next bisection steps and give untested nodes a partner — all in the same round, on
+disjoint NICs. Every kind of step is tried at most twice per component (``tries``)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from fabriccheck.inference.attribute import Inference
+from fabriccheck.models import Test, nic_node
+from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.followup import (
+    GoodPool,
+    plan_bisect,
+    plan_link_probes,
+    plan_nic_confirm,
+    plan_node_confirm,
+    plan_roce_batch,
+    plan_roce_sampling,
+)
+from fabriccheck.run_history import RunHistory
+
+if TYPE_CHECKING:  # the planner imports this module; these types only annotate
+    from fabriccheck.planning.planner import BisectState, RunContext
+
+
+def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
+                        bisect: BisectState, tries: dict[str, int]) -> list[Test]:
+    """Every follow-up step that finds room this round, strongest evidence first."""
+    b = ctx.builder(history)
+    pool = GoodPool(inf.known_good() - set(bisect.culprits) - bisect.suspects, ctx.view,
+                    ctx.policy.seed, b.round_no)
+    _confirm_suspects(ctx, history, inf, b, pool, tries)
+    _retest_shadowed(ctx, history, inf, b, pool, tries)
+    _recheck_lonely(ctx, history, inf, b, pool, tries)
+    for node in sorted(inf.hang_suspects):
+        if tries.get(node, 0) < 2 and plan_node_confirm(node, b, pool, inf.good_nics, hang=True):
+            _count(tries, node)
+    if ctx.policy.localize and ctx.view.fabric == "infiniband":
+        _localize_ib(ctx, inf, b, tries)
+    elif ctx.policy.localize:
+        _localize_roce(ctx, history, inf, b, tries)
+    _bisect_steps(bisect, b, pool)
+    _pair_untested(ctx, inf, b, pool, tries)
+    _test_untested_nics(ctx, history, inf, b, pool, tries)
+    return b.tests
+
+
+def _count(tries: dict[str, int], key: str, by: int = 1) -> None:
+    tries[key] = tries.get(key, 0) + by
+
+
+def _confirm_suspects(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
+                      pool: GoodPool, tries: dict[str, int]) -> None:
+    """Suspect NICs and nodes against known-good partners; strongest suspects first, since
+    partners on their leaf are few, and every suspect's client test before any server test."""
+    local = ctx.active(inf)
+    todo = sorted([*inf.nic_suspects.values(), *inf.node_suspects.values()],
+                  key=lambda v: (-len(v.evidence), v.name))
+    met = history.partners()
+    todo = [v for v in todo if tries.get(v.name, 0) < 2]
+    made_for: set[str] = set()
+    used: dict[str, dict] = {v.name: {} for v in todo}  # partners each suspect has this round
+    for way in ("client", "server"):
+        for v in todo:
+            seen = met.get(nic_node(v.name), frozenset())
+            if v.kind == "nic":
+                made = plan_nic_confirm(v.name, b, pool, inf.good_nics, local, met=seen,
+                                        directions=(way,),
+                                        used=used[v.name].setdefault("nic", set()))
+            else:
+                made = plan_node_confirm(v.name, b, pool, inf.good_nics, local=local,
+                                         met=seen, directions=(way,), used=used[v.name])
+            if made:
+                made_for.add(v.name)
+    for name in made_for:
+        _count(tries, name)
+
+
+def _retest_shadowed(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
+                     pool: GoodPool, tries: dict[str, int]) -> None:
+    """NICs that met only culprits so far are tested again."""
+    local = ctx.active(inf)
+    met = history.partners()
+    for nic in shadowed_nics(history.observations, inf):
+        if tries.get(nic, 0) < 2 and plan_nic_confirm(
+                nic, b, pool, inf.good_nics, local, met=met.get(nic_node(nic), frozenset())):
+            _count(tries, nic)
+
+
+def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
+                    pool: GoodPool, tries: dict[str, int]) -> None:
+    """NICs that passed but also failed with nothing else to blame (noise, or an intermittent
+    part?) get two more tests against known-good partners, and IB links with two such failures
+    two fresh probes, in one recheck round per run (rechecks must not breed rechecks: more
+    rounds measured no better recall, see bench_scenarios' intermittent family).
+    :mod:`fabriccheck.inference.flaky` tells noise from a part."""
+    if not ctx.policy.per_rail or tries.get("recheck", 0):
+        return
+    _count(tries, "recheck")
+    local = ctx.active(inf)
+    met = history.partners()
+    for nic in inf.flakiness.recheck_nics:
+        if nic_node(nic) in inf.completed:
+            plan_nic_confirm(nic, b, pool, inf.good_nics, local,
+                             met=met.get(nic_node(nic), frozenset()))
+    for link in inf.flakiness.recheck_links:
+        plan_link_probes((), (link,), b, inf.good_nics, seed=ctx.policy.seed, retest=False)
+
+
+def shadowed_nics(observations: Iterable, inf: Inference) -> list[str]:
+    """NICs of healthy-looking nodes that never passed and whose every test ran with a
+    node now blamed (bad, hung, unreachable): their own state is still unknown."""
+    culprits = set(inf.bad_nodes) | set(inf.hung) | set(inf.unreachable)
+    blamed = inf.blamed_nodes
+    seen: dict[str, list[bool]] = defaultdict(list)  # nic -> [shadowed?] per test
+    for o in observations:
+        for nic in o.test.nics:
+            seen[nic].append(bool(culprits & (set(o.test.nodes) - {nic_node(nic)})))
+    return sorted(nic for nic, marks in seen.items()
+                  if nic not in inf.good_nics and nic_node(nic) not in blamed
+                  and nic not in inf.nic_suspects and marks and all(marks))
+
+
+def _localize_ib(ctx: RunContext, inf: Inference, b: RoundBuilder,
+                 tries: dict[str, int]) -> None:
+    """InfiniBand: one-candidate sets first; probes from fresh pairs make them exact (twice
+    at most per candidate set)."""
+    for g in sorted(inf.links, key=lambda g: (len(g.candidates), -len(g.evidence))):
+        key = "link:" + "|".join(f"{a}-{c}" for a, c in g.candidates)
+        if g.bad or tries.get(key, 0) >= 2:
+            continue
+        flows = [(tid, s, d) for tid, (s, d) in zip(g.evidence, g.flows, strict=False)]
+        if plan_link_probes(flows, g.candidates, b, inf.good_nics, seed=ctx.policy.seed,
+                            retest=tries.get(key, 0) == 0):
+            _count(tries, key)
+
+
+def _localize_roce(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
+                   tries: dict[str, int], max_pairs: int = 16) -> None:
+    """RoCE: batches of fresh flows between the leaf pairs of unexplained cross-leaf
+    failures (a link group short of two failures) and of failures set aside as possible
+    contention, until two failures show (a candidate set), ``roce_probe_rounds`` at most."""
+    pol = ctx.policy
+    want, seen = _roce_wanted(ctx, history, inf)
+    if pol.roce_sample_flows and tries.get("roce:sampled", 0) < pol.roce_sample_rounds:
+        _count(tries, "roce:sampled")  # every leaf pair of a matching, every rail
+        plan_roce_sampling(b, inf.good_nics, seed=pol.seed, per_way=pol.roce_sample_flows)
+    todo = sorted(want, key=lambda k: (want[k], k))
+    for la, lb, rail in todo[:max_pairs]:
+        key = f"roce:{la}|{lb}"
+        # another batch only while the last one showed a new unexplained failure
+        grew = seen[(la, lb, rail)] > tries.get(key + ":seen", 0)
+        if tries.get(key, 0) >= pol.roce_probe_rounds or (tries.get(key, 0) and not grew):
+            continue
+        if plan_roce_batch(la, lb, rail, b, inf.good_nics, seed=pol.seed,
+                           per_way=pol.roce_probe_flows):
+            _count(tries, key)
+            tries[key + ":seen"] = seen[(la, lb, rail)]
+
+
+def _roce_wanted(ctx: RunContext, history: RunHistory, inf: Inference
+                 ) -> tuple[dict[tuple[str, str, int], int], dict[tuple[str, str, int], int]]:
+    """Leaf pairs (per rail) worth a batch, with their priority, and the unexplained failures
+    seen between each."""
+    topo = ctx.view.topology
+    att = topo.attachment
+    want: dict[tuple[str, str, int], int] = {}  # (leaf, leaf, rail) -> priority
+    seen: dict[tuple[str, str, int], int] = defaultdict(int)  # unexplained failures
+    for g in inf.links:
+        if g.bad:
+            continue
+        for src, dst in g.flows:
+            key3 = (*sorted((att[src], att[dst])), topo.nics[src].rail)
+            seen[key3] += 1  # type: ignore[index]
+            if len(g.evidence) < 2 or not g.significant:  # not yet beyond noise: sample more
+                want.setdefault(key3, 0)  # type: ignore[arg-type]
+    by_id = history.by_test_id
+    for tid in (inf.ambiguous if ctx.policy.roce_probe_contention else ()):
+        o = by_id.get(tid)
+        for f in (o.test.flows if o else ()):
+            if att.get(f.src) != att.get(f.dst):
+                key = (*sorted((att[f.src], att[f.dst])), topo.nics[f.src].rail)
+                want.setdefault(key, 1)  # type: ignore[arg-type]
+    return want, seen
+
+
+def _bisect_steps(bisect: BisectState, b: RoundBuilder, pool: GoodPool) -> None:
+    """Deeper steps first: a part that failed narrows the search more than parts still
+    waiting for room (those may be moot once the culprit is found)."""
+    for task in sorted(bisect.tasks, key=lambda t: -t.depth):
+        planned, left = plan_bisect(task, b, pool)
+        for test_id, half in planned:
+            bisect.halves[test_id] = (task, half)
+        if planned:
+            bisect.tasks.remove(task)
+            bisect.tasks += [replace(task, suspects=p, split=False) for p in left]
+
+
+def _pair_untested(ctx: RunContext, inf: Inference, b: RoundBuilder, pool: GoodPool,
+                   tries: dict[str, int]) -> None:
+    """Nodes nothing has judged yet (odd counts, a partner that was unreachable)."""
+    blamed = inf.blamed_nodes
+    solo = solo_probe(ctx)
+    for n in ctx.active(inf):
+        if n in inf.completed or n in blamed or tries.get("untested:" + n, 0) >= 2:
+            continue
+        partner = pool.take_nodes(1, b, near=[n])
+        if partner and b.add_pair(n, partner[0], "sweep"):
+            _count(tries, "untested:" + n)
+        elif not partner and solo and b.add_group((n,), "sweep", probe=solo):
+            _count(tries, "untested:" + n, 2)  # nobody to pair with: its intra-node test
+
+
+def _test_untested_nics(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
+                        pool: GoodPool, tries: dict[str, int]) -> None:
+    """NICs of tested, unblamed nodes that no finished test cleared or blamed (the round had
+    no room for their rail, or they only met culprits), twice at most each: paired with each
+    other per rail (a pass clears both, a failure makes both suspects), the odd one out with a
+    known-good partner. Without a per-NIC probe nothing can be done here."""
+    if not ctx.policy.per_rail:
+        return
+    blamed = inf.blamed_nodes
+    judged = inf.good_nics | set(inf.bad_nics) | set(inf.nic_suspects)
+    active = ctx.active(inf)
+    waiting: dict[int, list[str]] = defaultdict(list)  # rail -> nodes whose NIC waits
+    for n in active:
+        if n in blamed or n not in inf.completed:
+            continue
+        for rail, nic in sorted(ctx.view.rails_of[n].items()):
+            if nic not in judged and tries.get("untested:" + nic, 0) < 2:
+                waiting[rail].append(n)
+    met = history.partners()
+    for rail, nodes in sorted(waiting.items()):
+        for i in range(0, len(nodes) - 1, 2):
+            if b.add_flow(nodes[i], nodes[i + 1], rail, "sweep") is not None:
+                for n in nodes[i:i + 2]:
+                    _count(tries, "untested:" + ctx.view.rails_of[n][rail])
+        if len(nodes) % 2:
+            n = nodes[-1]
+            nic = ctx.view.rails_of[n][rail]
+            partner = pool.take_nic_partner(nic, rail, b, inf.good_nics, {n}, "rx", active,
+                                            met.get(n, frozenset()))
+            if partner is not None and b.add_flow(n, partner, rail, "confirm") is not None:
+                _count(tries, "untested:" + nic)
+
+
+def solo_probe(ctx: RunContext) -> str | None:
+    """The collective a lone node can run by itself (1x: intra-node only), if specified."""
+    for probe in (ctx.policy.scale_probe, "nccl", "allreduce-cpu"):
+        if any(p.probe == probe and p.group_size == 1 for p in ctx.spec.probes):
+            return probe
+    return None

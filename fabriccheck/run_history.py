@@ -1,0 +1,83 @@
+"""The one record of what a run has seen: its rounds, each with the observations it judged.
+
+A :class:`RunHistory` is frozen: the loop makes a new one per round (:meth:`RunHistory.with_round`)
+and hands it to planning, inference, the report and the store, which only read it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+from fabriccheck.models import PASS, Link, Observation, RoundKind
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One executed round: what ran, how it was judged, how long it took.
+
+    ``links`` holds, per observation, the switch links its flows may have crossed (the route
+    on InfiniBand, the union of the equal-cost paths on RoCE).
+    """
+
+    number: int
+    kind: RoundKind
+    observations: tuple[Observation, ...]
+    seconds: float = 0.0
+    warnings: tuple[str, ...] = ()
+    links: tuple[frozenset[Link], ...] = ()
+
+    @property
+    def failed(self) -> int:
+        return sum(o.status != PASS for o in self.observations)
+
+
+@dataclass(frozen=True)
+class RunHistory:
+    """Every round a run executed so far, oldest first."""
+
+    rounds: tuple[RoundRecord, ...] = ()
+
+    def with_round(self, record: RoundRecord) -> RunHistory:
+        return RunHistory((*self.rounds, record))
+
+    @cached_property
+    def observations(self) -> tuple[Observation, ...]:
+        return tuple(o for r in self.rounds for o in r.observations)
+
+    @cached_property
+    def by_test_id(self) -> Mapping[str, Observation]:
+        return {o.test.test_id: o for o in self.observations}
+
+    @property
+    def round_count(self) -> int:
+        return len(self.rounds)
+
+    @property
+    def tests(self) -> int:
+        return sum(len(r.observations) for r in self.rounds)
+
+    @property
+    def test_seconds(self) -> float:
+        return sum(r.seconds for r in self.rounds)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"round {r.number}: {w}" for r in self.rounds for w in r.warnings]
+
+    @property
+    def last(self) -> RoundRecord | None:
+        return self.rounds[-1] if self.rounds else None
+
+    def anything_failed(self) -> bool:
+        return any(r.failed for r in self.rounds)
+
+    def partners(self) -> Mapping[str, frozenset[str]]:
+        """node -> every node it shared a test with (itself included)."""
+        met: dict[str, set[str]] = defaultdict(set)
+        for o in self.observations:
+            for n in o.test.nodes:
+                met[n].update(o.test.nodes)
+        return {n: frozenset(s) for n, s in met.items()}

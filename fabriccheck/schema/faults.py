@@ -1,0 +1,111 @@
+"""The faults file's model (DESIGN.md "Faults file"): noise plus a list of faults by ``kind``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field
+
+from fabriccheck.schema.base import Name, StrictModel, fail
+
+
+def _nic_endpoint(value: str) -> str:
+    if value.count("/") != 1 or not all(value.split("/")):
+        raise fail(f"a NIC is written node/nic, got {value!r}", hint="e.g. node-017/mlx5_3")
+    return value
+
+
+def _two_ends(value: list[str]) -> list[str]:
+    if len(value) != 2 or value[0] == value[1]:
+        raise fail(f"a link is two different endpoints [a, b], got {value!r}",
+                   hint="e.g. [leaf-1-2, spine-3] or [node-001/mlx5_0, leaf-0-0]")  # fmt: skip
+    return value
+
+
+NicEndpoint = Annotated[str, AfterValidator(_nic_endpoint)]
+LinkEnds = Annotated[list[Name], AfterValidator(_two_ends)]
+#: a slow-down factor: the share of healthy bandwidth left
+Factor = Annotated[float, Field(gt=0, lt=1, description="share of healthy bandwidth left, (0, 1)")]
+
+
+class NoiseModel(StrictModel):
+    """Measurement noise of the simulator."""
+
+    jitter: float = Field(0.0, ge=0, le=0.5, description="relative std-dev of every measurement")
+    glitch_rate: float = Field(0.0, ge=0, le=1, description="chance a test is spuriously low")
+
+
+class NicDegraded(StrictModel):
+    """A NIC at a fraction of its speed."""
+
+    kind: Literal["nic_degraded"]
+    nic: NicEndpoint = Field(description="node/nic")
+    factor: Factor
+
+
+class NicDown(StrictModel):
+    """A NIC that carries nothing."""
+
+    kind: Literal["nic_down"]
+    nic: NicEndpoint = Field(description="node/nic")
+
+
+class NodeSlow(StrictModel):
+    """A node whose intra-node path is slow: every test with it is slow."""
+
+    kind: Literal["node_slow"]
+    node: Name
+    factor: Factor
+
+
+class NodeHang(StrictModel):
+    """A node whose tests never finish."""
+
+    kind: Literal["node_hang"]
+    node: Name
+
+
+class NodeUnreachable(StrictModel):
+    """A node that cannot be reached at all."""
+
+    kind: Literal["node_unreachable"]
+    node: Name
+
+
+class LinkDegraded(StrictModel):
+    """A switch link at a fraction of its speed."""
+
+    kind: Literal["link_degraded"]
+    link: LinkEnds = Field(description="[a, b], its two endpoints")
+    factor: Factor
+
+
+class LinkDown(StrictModel):
+    """A switch link that carries nothing."""
+
+    kind: Literal["link_down"]
+    link: LinkEnds = Field(description="[a, b], its two endpoints")
+
+
+class LinkFlapping(StrictModel):
+    """A link that drops each test with some probability."""
+
+    kind: Literal["link_flapping"]
+    link: LinkEnds = Field(description="[a, b], its two endpoints")
+    probability: float = Field(gt=0, le=1, description="chance a test over it fails, (0, 1]")
+
+
+FAULT_MODELS = (NicDegraded, NicDown, NodeSlow, NodeHang, NodeUnreachable, LinkDegraded,
+                LinkDown, LinkFlapping)  # fmt: skip
+AnyFault = Annotated[
+    NicDegraded | NicDown | NodeSlow | NodeHang | NodeUnreachable | LinkDegraded | LinkDown
+    | LinkFlapping,
+    Field(discriminator="kind"),
+]
+
+
+class FaultsFile(StrictModel):
+    """A faults file (simulator and lab only)."""
+
+    noise: NoiseModel = Field(default_factory=NoiseModel)
+    faults: list[AnyFault] = Field(default_factory=list, description="injected faults by kind")

@@ -1,0 +1,103 @@
+"""The topology file's model (DESIGN.md "Topology file"): explicit lists or a generator."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Discriminator, Field, Tag
+
+from fabriccheck.schema.base import Name, Positive, StrictModel
+from fabriccheck.topology.model import FABRICS, TIERS
+
+Count = Annotated[int, Field(ge=1)]
+
+
+class RailOptimized(StrictModel):
+    """``generator: {kind: rail-optimized}``: a leaf per rail per group of nodes, spines above."""
+
+    kind: Literal["rail-optimized"]
+    nodes: Count = Field(description="named node-001 … (zero-padded, at least 3 digits)")
+    gpus_per_node: int = Field(8, ge=0)
+    rails: Count | None = Field(None, description="default: gpus_per_node (at least 1)")
+    nodes_per_leaf: Count | None = Field(None, description="default: min(nodes, 32)")
+    spines: int | None = Field(None, ge=0, description="needed when there are several leaves")
+    nic_gbps: Positive = Field(400.0, description="host link speed")
+    uplink_gbps: Positive | None = Field(None, description="leaf-spine speed; default nic_gbps")
+
+
+class FatTree(StrictModel):
+    """``generator: {kind: fat-tree}``: 2 tiers (leaves, spines) or 3 (pods, cores)."""
+
+    kind: Literal["fat-tree"]
+    tiers: Literal[2, 3] = 2
+    nodes: Count = Field(description="named node-001 … (zero-padded, at least 3 digits)")
+    gpus_per_node: int = Field(8, ge=0)
+    rails: Count | None = Field(None, description="default: gpus_per_node (at least 1)")
+    nodes_per_leaf: Count | None = Field(
+        None, description="default: min(nodes, 16); required for 3 tiers"
+    )
+    spines: int | None = Field(None, ge=0, description="2 tiers only")
+    leaves_per_pod: Count | None = Field(None, description="3 tiers only, required")
+    spines_per_pod: Count | None = Field(None, description="3 tiers only, required")
+    pods: Count | None = Field(None, description="3 tiers only; default: enough for the nodes")
+    cores: Count | None = Field(None, description="3 tiers, required: k x spines_per_pod")
+    nic_gbps: Positive = Field(400.0, description="host link speed")
+    uplink_gbps: Positive | None = Field(None, description="leaf-spine speed; default nic_gbps")
+    core_gbps: Positive | None = Field(None, description="3 tiers only; default: uplink_gbps")
+
+
+Generator = Annotated[RailOptimized | FatTree, Field(discriminator="kind")]
+
+
+class NicModel(StrictModel):
+    """A node's NIC (shorthand: just its name; rail = position, gbps = its link's)."""
+
+    name: Name = Field(description="mlx5_0, eth0 …; unique in its node")
+    rail: int | None = Field(None, ge=0, description="default: position; one NIC per rail")
+    gbps: Positive | None = Field(None, description="default: its link's gbps")
+
+
+NicEntry = Annotated[
+    Annotated[Name, Tag("<name>")] | Annotated[NicModel, Tag("<nic>")],
+    Discriminator(lambda v: "<name>" if isinstance(v, str) else "<nic>"),
+]
+
+
+class NodeModel(StrictModel):
+    """A host with its NICs (one per rail)."""
+
+    name: Name = Field(description="unique; no '/'")
+    gpus: int | None = Field(None, ge=0, description="default: gpus_per_node")
+    nics: list[NicEntry] = Field(min_length=1, description="a name, or {name, rail, gbps}")
+
+
+class SwitchModel(StrictModel):
+    """A switch and its tier."""
+
+    name: Name = Field(description="unique; no '/'")
+    tier: Literal[TIERS]  # type: ignore[valid-type]
+
+
+class LinkModel(StrictModel):
+    """A cable (``count`` parallel ones merged) from a NIC ``node/nic`` or a switch to a switch."""
+
+    a: Name = Field(description="a NIC as node/nic, or a switch name")
+    b: Name = Field(description="a switch name (or a NIC when a is a switch)")
+    gbps: Positive = Field(description="capacity of the link (all its cables)")
+    count: Count = Field(1, description="parallel cables merged into this link")
+
+
+class TopologyFile(StrictModel):
+    """A topology file: explicit ``nodes``/``switches``/``links``, or a ``generator``."""
+
+    name: Name = Field(description="shown in output and reports")
+    fabric: Literal[FABRICS] = Field(  # type: ignore[valid-type]
+        description="infiniband: deterministic routes; roce: ECMP"
+    )
+    spec: Name | None = Field(None, description="default test spec (file or bundled name)")
+    gpus_per_node: int = Field(8, ge=0)
+    description: str | None = Field(None, description="free text")
+    generator: Generator | None = Field(None, description="either this …")
+    nodes: list[NodeModel] | None = Field(None, description="… or nodes, switches and links")
+    switches: list[SwitchModel] | None = None
+    links: list[LinkModel] | None = None
