@@ -184,7 +184,7 @@ def tiers_from_hosts(adj: dict[str, set[str]], fixed: dict[str, str] | None = No
 
 
 def read_bounded(path: Path, *, max_bytes: int = MAX_DUMP_BYTES) -> str:
-    """A discovery file's text, read like every tool output (:mod:`fabriccheck.probes._input`):
+    """A discovery file's text, read like every tool output (:mod:`.bounded_read`):
     at most ``max_bytes``, pipes and devices as streams with a deadline, binary data refused,
     UTF-16 decoded.
 
@@ -193,7 +193,7 @@ def read_bounded(path: Path, *, max_bytes: int = MAX_DUMP_BYTES) -> str:
     ConfigError
         Missing, unreadable, too large, endless or binary (one line naming the file).
     """
-    from fabriccheck.probes._input import read_tool_output
+    from fabriccheck.topology.discovery.bounded_read import read_tool_output
 
     return read_tool_output(path, max_bytes=max_bytes)
 
