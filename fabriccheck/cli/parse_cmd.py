@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fabriccheck.cli.app import app, fail, out, write_json
+from fabriccheck.cli.app import app, exit_on_error, fail, out, write_json
 from fabriccheck.errors import ParseError
 from fabriccheck.probes import TOOLS
 
@@ -33,6 +33,9 @@ def parse(
         "--tool", "-t", help="One of: " + ", ".join(TOOLS) + " (detected when omitted).")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print only the parse contract JSON on stdout.")] = False,
+    max_mb: Annotated[int, typer.Option(
+        "--max-mb", min=1, help="Refuse inputs larger than this (MiB); streams (pipes, '-' "
+        "for stdin) must also end within 30 s.")] = 64,
 ) -> None:
     """Parse one tool output file; see ``_HELP`` for the exit codes."""
     from fabriccheck.probes.detect import detect_tool, parse_text
@@ -41,7 +44,7 @@ def parse(
 
     if tool is not None and tool not in TOOLS:
         raise fail(f"--tool: unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
-    text = _read(file)
+    text = _read(file, max_mb * 2**20)
     if str(file) == "-":
         file = Path("<stdin>")
     try:
@@ -59,23 +62,20 @@ def parse(
     _print_summary(file, data)
 
 
-def _read(file: Path) -> str:
-    """The text of ``file``; ``-`` is standard input (an empty or terminal stdin is an error)."""
-    if str(file) == "-":
-        if sys.stdin is None or sys.stdin.isatty():
-            raise fail("-: standard input is a terminal; pipe the tool output in "
-                       "(all_reduce_perf ... | fabriccheck parse -)")
-        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-        text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-        if not text.strip():
-            raise fail("-: standard input was empty; pipe the tool output in")
-        return text
-    try:
-        return file.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise fail(f"{file}: no such file") from None
-    except OSError as exc:
-        raise fail(f"{file}: cannot read: {exc.strerror or exc}") from None
+def _read(file: Path, max_bytes: int) -> str:
+    """The text of ``file``, bounded (:func:`fabriccheck.probes._input.read_tool_output`);
+    ``-`` is standard input (a terminal or an empty stdin is an error)."""
+    from fabriccheck.probes._input import read_tool_output
+
+    stdin = str(file) == "-"
+    if stdin and (sys.stdin is None or sys.stdin.isatty()):
+        raise fail("-: standard input is a terminal; pipe the tool output in "
+                   "(all_reduce_perf ... | fabriccheck parse -)")
+    with exit_on_error(one_line=True):
+        text = read_tool_output(str(file), max_bytes=max_bytes)
+    if stdin and not text.strip():
+        raise fail("-: standard input was empty; pipe the tool output in")
+    return text
 
 
 def _print_summary(file: Path, d: dict) -> None:

@@ -8,9 +8,19 @@ import re
 from fabriccheck.probes.results import ToolError
 
 #: `mpirun --tag-output` / prterun tags: ``[1,0]<stdout>:``, ``[prterun-h-1@1,0]<stderr>:``
-TAG_RE = re.compile(r"\[[^\]\s]*?\d+,\d+\]<std(?:out|err)>:[ \t]?")
+TAG_RE = re.compile(r"\[[^\]\s]{0,64}?\d+,\d+\]<std(?:out|err)>:[ \t]?")
 #: torchx / TorchElastic role prefixes: ``trainer/0 [0]:``
 ROLE_RE = re.compile(r"^[\w.-]+/\d+ \[\d+\]:")
+#: Ray / SkyPilot worker prefixes: ``(head, rank=0, pid=3808) ``, ``(pid=123, ip=10.0.0.2) ``,
+#: ``(MyActor pid=7) ``, ``(raylet) ``; and Ray's dedup suffix ``[repeated 3x across cluster]``
+RAY_RE = re.compile(r"^\((?:[^()\n]*\bpid=\d+[^()\n]*|raylet[^()\n]*|autoscaler[^()\n]*)\) ?")
+RAY_REPEAT_RE = re.compile(r"\[repeated \d+x across cluster\]\s*$")
+#: ``srun -l`` task labels: ``0: ``, ``12: ``
+SRUN_RE = re.compile(r"^\s*\d+: ")
+#: ``pdsh`` / ``clush`` host labels ``node-3: `` (ambiguous: only tried when a line is unknown)
+LABEL_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]*|\d+):\s(.*)$")
+#: ANSI colour / cursor escapes (terminal captures)
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-B]|\x1b[=>]")
 
 #: ``<host>:<pid>:<tid> [<dev>] [<file>:<line>] NCCL <LEVEL> <msg>`` (search: may sit mid-line)
 NCCL_LINE_RE = re.compile(
@@ -43,13 +53,43 @@ def strip_source_line(text: str) -> str:
 
 
 def clean_line(line: str) -> str:
-    """A line without trailing CR and without launcher tags (anywhere in the line)."""
+    """A line without trailing CR, ANSI escapes and launcher prefixes.
+
+    Strips, in the order launchers nest them: Ray/SkyPilot ``(head, rank=0, pid=...)``, then
+    ``mpirun --tag-output`` tags (anywhere in the line: some launchers tag every write), srun -l
+    ``N:`` labels and torchx ``role/0 [0]:`` prefixes. The ambiguous pdsh ``host:`` label is
+    left for :func:`split_label`, which a parser tries only on lines it does not recognise.
+
+    >>> clean_line("(head, rank=0, pid=3808) [1,0]<stdout>:# nThread 1 nGpus 1\\r")
+    '# nThread 1 nGpus 1'
+    >>> clean_line("\\x1b[32m0: iperf Done.\\x1b[0m")
+    'iperf Done.'
+    """
     line = line.rstrip("\r\n")
+    if "\x1b" in line:
+        line = ANSI_RE.sub("", line)
+    if line.startswith("("):
+        line = RAY_RE.sub("", line, count=1)
+        if line.endswith(("cluster]", "cluster] ")):
+            line = RAY_REPEAT_RE.sub("", line).rstrip()
     if "<std" in line:
         line = TAG_RE.sub(" ", line)
+        line = line[1:] if line.startswith(" ") and not line.startswith("  ") else line
+    if ": " in line[:12]:
+        line = SRUN_RE.sub("", line, count=1)
     if "/" in line and "]:" in line:
         line = ROLE_RE.sub("", line)
     return line
+
+
+def split_label(line: str) -> str | None:
+    """The text after a pdsh/clush ``host: `` label, or None when the line has none.
+
+    >>> split_label("node-3: # nThread 1 nGpus 8")
+    '# nThread 1 nGpus 8'
+    """
+    m = LABEL_RE.match(line.strip())
+    return m.group(1) if m else None
 
 
 def to_float(token: str) -> float | None:
@@ -110,6 +150,32 @@ def nccl_line_error(m: re.Match[str], line: int | None) -> ToolError | None:
     if m["level"] == "WARN" and ("socket" in msg.lower() or "Socket" in msg):
         return ToolError("socket", msg.strip()[:200], host=host, line=line)
     return None
+
+
+def ib_completion_cut(line: str) -> bool:
+    """True when ``line`` is a NCCL IB completion WARN cut before its end (a publication or a
+    terminal wrapped it): it names the peer and status but not yet the direction. A parser
+    then joins the next line when that one is no log record of its own
+    (:func:`joins_wrapped`).
+
+    >>> ib_completion_cut("n2:1:2 [0] net_ib.cc:1296 NCCL WARN NET/IB : Got completion from "
+    ...                   "peer 10.2.0.5<33092> with error 12, opcode 0, len")
+    True
+    """
+    return ("Got completion from peer" in line and IB_COMPLETION_RE.search(line) is not None
+            and not re.search(r"\((?:Send|Recv)\)", line))
+
+
+def joins_wrapped(line: str) -> bool:
+    """True when ``line`` can be the wrapped rest of the line before it: not empty and not the
+    start of a record (a NCCL log line, a ``#`` line, a table row, a launcher tag).
+
+    >>> joins_wrapped("0, vendor err 129 (Recv)"), joins_wrapped("n2:1:2 [0] NCCL INFO x")
+    (True, False)
+    """
+    s = line.strip()
+    return bool(s) and not (NCCL_LINE_RE.search(s) or s.startswith(("#", "[", "("))
+                            or re.match(r"\d+\s+\d+\s+[A-Za-z]", s))
 
 
 def dedupe_errors(errors: list[ToolError]) -> tuple[ToolError, ...]:

@@ -174,7 +174,8 @@ def nccl_launch(test: Test, nic_ips: Mapping[str, str], opts: CommandOptions) ->
     if collective not in NCCL_BINARIES:
         raise ConfigError(f"test {test.test_id}: unknown collective {collective!r}",
                           hint=f"use one of {', '.join(NCCL_BINARIES)}")
-    gpus = int(test.params.get("gpus_per_node", 8))
+    # 0: GPU count unknown (a topology imported without --gpus-per-node): one rank per node
+    gpus = int(test.params.get("gpus_per_node", 8)) or 1
     binary = NCCL_BINARIES[collective]
     if opts.nccl_tests_dir:
         binary = f"{opts.nccl_tests_dir.rstrip('/')}/{binary}"

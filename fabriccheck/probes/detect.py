@@ -14,6 +14,7 @@ from fabriccheck.probes.job_triage import scan_with_triage
 from fabriccheck.probes.nccl_tests import parse_nccl_tests
 from fabriccheck.probes.nccl_tests_json import looks_like_nccl_tests_json
 from fabriccheck.probes.perftest import parse_perftest
+from fabriccheck.probes.perftest_json import looks_like_perftest_json
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -41,17 +42,21 @@ _SIGNS: dict[str, re.Pattern[str]] = {
         r"(?:BW|Latency) Test\s*$|#bytes\s+#iterations|Waiting for client to connect|"
         r"\b(?:local|remote) address: LID|\bib_(?:write|read|send|atomic)_(?:bw|lat)\b|"
         r"Unable to init the socket connection|Failed to modify QP|ethernet_read_keys|"
-        r"Couldn't connect to \S+:\d+|Unable to Connect the HCA's|Parser function exited", re.M),
+        r"Couldn't connect to \S+:\d+|Unable to Connect the HCA's|Parser function exited|"
+        r"Completion with error at (?:client|server)|Failed to complete run_iter_\w+", re.M),
     "nccl-tests": re.compile(
-        r"nThread \d+ nGpus \d+|^\s*#?\s*size\s+count\s+type\b|Out of bounds values\s*:|"
+        r"nThreads?:? \d+ nGpus:? \d+|^\s*#?\s*size\s+count\s+type\b|Out of bounds values\s*:|"
         r"Avg bus bandwidth\s*:|: Test (?:NCCL|CUDA) failure|Collective test (?:starting|"
         r"concluded)|\b\w+_perf(?:_mpi)?\b|^\s*\d+\s+\d+\s+[a-z]\w*\s+(?:\w+\s+)?-?[\d.]+\s+"
-        r"[\d.]+\s+[\d.]+\s+[\d.]+\s+(?:\d+|N/A|[\d.e+-]+)\s+[\d.]+", re.M),
+        r"[\d.]+\s+[\d.]+\s+[\d.]+\s+(?:\d+|N/A|[\d.e+-]+)\s+[\d.]+|"
+        # a row tagged per write by the launcher: `[0]   1048576  262144  float  sum  -1[0]  ...`
+        r"^\s*\[\d+\]\s*\d+\s+\d+\s+[a-z]\w*\s+(?:\w+\s+)?-?\d+\[\d+\]\s", re.M),
     "nccl-log": re.compile(
         r"NCCL (?:INFO|WARN|ERROR)|ProcessGroupNCCL|Watchdog caught|\bXid \(|NVRM:|"
         r"ChildFailedError|torch\.distributed|mlx5_core|segfault at|Got completion from peer|"
         r"fallen off the bus|Root Cause \(first observed failure\)", re.M),
 }
+_WS_RUN_RE = re.compile(r"[ \t]{2,}")
 #: a tool's own signs beat the NCCL lines that ride along in its output
 _PRIORITY = ("iperf3", "perftest", "nccl-tests", "nccl-log")
 
@@ -75,7 +80,9 @@ def detect_tool(text: str) -> str:
     text = strip_source_line(text)
     if looks_like_nccl_tests_json(text):
         return "nccl-tests"
-    head = text[:200_000]
+    if looks_like_perftest_json(text):
+        return "perftest"
+    head = _WS_RUN_RE.sub(" ", text[:200_000])  # signs' `\s*` then stay linear
     counts = {tool: len(_SIGNS[tool].findall(head)) for tool in _PRIORITY}
     if counts["nccl-tests"] and counts["nccl-tests"] >= counts["perftest"]:
         counts["perftest"] = 0  # ib_* names never appear in nccl-tests output, the reverse may

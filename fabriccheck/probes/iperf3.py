@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
-from fabriccheck.probes._text import clean_line, dedupe_errors, to_float, to_int
+from fabriccheck.probes._text import clean_line, dedupe_errors, split_label, to_float, to_int
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -22,7 +23,9 @@ _LINE_RE = re.compile(
     r"^\[\s*(?P<id>\d+|SUM)\](?:\[(?P<dir>[RT]X-[CS])\])?\s+(?P<start>[\d.]+)-\s*(?P<end>[\d.]+)\s+sec\s+(?P<xfer>[\d.]+)\s+"
     r"(?P<xu>[KMGT]?)Bytes\s+(?P<bw>[\d.]+)\s+(?P<bu>[KMGT]?)bits/sec(?P<rest>.*)$"
 )
-_LOST_RE = re.compile(r"\d+/\d+ \(([\d.]+)%\)")
+#: UDP ``lost/total (pct%)``
+_LOST_RE = re.compile(r"(\d+)/(\d+) \(([\d.e+-]+)%\)")
+_PROTOCOL_RE = re.compile(r"Starting Test: protocol: (\w+)")
 _ERROR_RE = re.compile(r"iperf3?: (?:error|interrupt) - (.*)$")
 
 
@@ -107,51 +110,38 @@ def _parse_json(text: str, start: int) -> Iperf3Result:
     )
 
 
+@dataclass
+class _Text:
+    """What the plain-text lines said so far."""
+
+    finals: dict[tuple[str, str], tuple[float, int | None, float]] = field(default_factory=dict)
+    lost: dict[str, float] = field(default_factory=dict)
+    ids: set[str] = field(default_factory=set)
+    intervals: int = 0
+    errors: list[ToolError] = field(default_factory=list)
+    recognized: int = 0
+    protocol: str | None = None
+    summary: bool = False  # after iperf3's ``- - - -`` line: the final totals
+    server: bool = False
+
+
 def _parse_text(text: str) -> Iperf3Result:
-    finals: dict[tuple[str, str], tuple[float, int | None, float]] = {}
-    lost: dict[str, float] = {}
-    ids: set[str] = set()
-    intervals = 0
-    errors: list[ToolError] = []
-    recognized = 0
+    st = _Text()
     for lineno, raw in enumerate(text.splitlines(), 1):
-        s = clean_line(raw).strip()
-        m = _LINE_RE.match(s)
-        if m:
-            recognized += 1
-            rest = m["rest"].split()
-            role = rest[-1] if rest and rest[-1] in ("sender", "receiver") else None
-            if m["dir"] and m["dir"] != "TX-C":  # --bidir: judge the client -> server direction
-                continue
-            if m["id"] != "SUM":
-                ids.add(m["id"])
-            bw = to_float(m["bw"])
-            if role is None or bw is None:
-                intervals += 1
-                continue
-            retr = to_int(rest[0]) if role == "sender" and len(rest) >= 2 else None
-            seconds = (to_float(m["end"]) or 0.0) - (to_float(m["start"]) or 0.0)
-            finals[(m["id"], role)] = (bw * _UNIT[m["bu"]] / 1e9, retr, seconds)
-            lost_m = _LOST_RE.search(m["rest"])
-            if lost_m and role == "receiver":
-                lost[m["id"]] = float(lost_m.group(1))
-            continue
-        e = _ERROR_RE.search(s)
-        if e:
-            errors.append(ToolError(_error_kind(e.group(1)), e.group(1)[:300], line=lineno))
-            recognized += 1
-        elif s.startswith(("Connecting to host", "Server listening", "Accepted connection",
-                           "iperf Done", "[ ID]")):
-            recognized += 1
-    key = "SUM" if any(k[0] == "SUM" for k in finals) else (min(ids, key=int) if ids else None)
-    sender, receiver = finals.get((key, "sender")), finals.get((key, "receiver"))
-    errors_t = dedupe_errors(errors)
+        _feed_text(st, clean_line(raw).strip(), lineno)
+    key = "SUM" if any(k[0] == "SUM" for k in st.finals) else (
+        min(st.ids, key=int) if st.ids else None)
+    sender, receiver = st.finals.get((key, "sender")), st.finals.get((key, "receiver"))
+    lost = st.lost.get(key or "")
+    if sender and not receiver and lost is not None:  # UDP: what arrived, as -J reports it
+        receiver = (sender[0] * (1 - lost / 100.0), None, sender[2])
+    errors_t = dedupe_errors(st.errors)
     if errors_t:
         status, reason = FAILED, errors_t[0].message
     elif sender or receiver:
         status, reason = OK, ""
-    elif recognized:
-        status, reason = INCOMPLETE, f"no sender/receiver summary after {intervals} interval(s)"
+    elif st.recognized:
+        status, reason = INCOMPLETE, f"no sender/receiver summary after {st.intervals} interval(s)"
     else:
         status = UNPARSEABLE if text.strip() else INCOMPLETE
         reason = "no iperf3 interval or summary line" if text.strip() else "no output"
@@ -161,12 +151,63 @@ def _parse_text(text: str) -> Iperf3Result:
         received_gbps=receiver[0] if receiver else None,
         retransmits=sender[1] if sender else None,
         duration_s=(sender or receiver)[2] if (sender or receiver) else None,
-        streams=len(ids) or None,
+        streams=len(st.ids) or None,
         errors=errors_t,
         reason=reason,
-        protocol="UDP" if lost else None,
-        lost_percent=lost.get(key or ""),
+        protocol=st.protocol or ("UDP" if st.lost else None),
+        lost_percent=lost,
     )
+
+
+def _feed_text(st: _Text, s: str, lineno: int) -> None:
+    m = _LINE_RE.match(s)
+    if m is None and s[:1] != "[":
+        rest = split_label(s)  # pdsh `host: ` on every line
+        m = _LINE_RE.match(rest.strip()) if rest else None
+    if m:
+        st.recognized += 1
+        _feed_interval(st, m)
+        return
+    e = _ERROR_RE.search(s)
+    if e:
+        st.errors.append(ToolError(_error_kind(e.group(1)), e.group(1)[:300], line=lineno))
+        st.recognized += 1
+        return
+    p = _PROTOCOL_RE.search(s)
+    if p:
+        st.protocol = p.group(1).upper()
+    if s.startswith("[ ID]"):
+        st.protocol = st.protocol or ("UDP" if "Jitter" in s or "Datagrams" in s else
+                                      "TCP" if "Retr" in s else None)
+    if s.startswith("- - - -"):
+        st.summary = True
+    if s.startswith(("Server listening", "Accepted connection")):
+        st.server = True
+    if s.startswith(("Connecting to host", "Server listening", "Accepted connection",
+                     "iperf Done", "[ ID]", "Starting Test:")):
+        st.recognized += 1
+
+
+def _feed_interval(st: _Text, m: re.Match[str]) -> None:
+    rest = m["rest"].split()
+    role = rest[-1] if rest and rest[-1] in ("sender", "receiver") else None
+    if m["dir"] and m["dir"] != "TX-C":  # --bidir: judge the client -> server direction
+        return
+    if m["id"] != "SUM":
+        st.ids.add(m["id"])
+    bw = to_float(m["bw"])
+    lost_m = _LOST_RE.search(m["rest"])
+    if role is None and st.summary and lost_m and bw is not None:
+        role = "receiver" if st.server else "sender"  # old UDP totals carry no role word
+    if role is None or bw is None:
+        st.intervals += 1
+        return
+    retr = to_int(rest[0]) if role == "sender" and len(rest) >= 2 and not lost_m else None
+    seconds = (to_float(m["end"]) or 0.0) - (to_float(m["start"]) or 0.0)
+    st.finals[(m["id"], role)] = (bw * _UNIT[m["bu"]] / 1e9, retr, seconds)
+    if lost_m:
+        lost, total = int(lost_m.group(1)), int(lost_m.group(2))
+        st.lost[m["id"]] = 100.0 * lost / total if total else float(lost_m.group(3))
 
 
 def _from_stream(text: str) -> dict[str, Any]:

@@ -18,15 +18,18 @@ from fabriccheck.probes._text import (
     NCCL_LINE_RE,
     clean_line,
     dedupe_errors,
+    ib_completion_cut,
+    joins_wrapped,
     nccl_line_error,
     ordered_unique,
+    split_label,
     to_float,
-    to_int,
 )
 from fabriccheck.probes.nccl_tests_json import (
     looks_like_nccl_tests_json,
     parse_nccl_tests_json,
 )
+from fabriccheck.probes.nccl_tests_rows import ROW_PREFIX_RE, ROW_START_RE, Schema, parse_row
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -37,8 +40,12 @@ from fabriccheck.probes.results import (
     ToolError,
 )
 
-_HEADER_RE = re.compile(r"^\s*#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)$")
-_KV_RE = re.compile(r"([A-Za-z_][\w ]*?):?\s+(-?\d+)(?:\((\w+)\))?")
+#: ``# nThread 1 nGpus 8 minBytes ...``; rccl-tests: ``# nThreads: 1 nGpus: 2 nRanks: 1 ...``
+_HEADER_RE = re.compile(r"^\s*#?\s*nThreads?:?\s+(\d+)\s+nGpus:?\s+(\d+)\b(.*)$")
+#: rccl-tests header names -> nccl-tests ones
+_HEADER_ALIASES = {"warmupIters": "warmup iters"}
+#: ``key[:] value`` pairs; keys of at most 4 bounded words, so a long line stays linear
+_KV_RE = re.compile(r"([A-Za-z_]\w{0,31}(?: [A-Za-z_]\w{0,31}){0,3}):?\s+(-?\d+)(?:\((\w+)\))?")
 _RANK_RE = re.compile(
     r"^\s*#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
     r"\s+device\s+(?P<dev>\d+)\s+\[(?P<pci>[^\]]*)\]\s*(?P<name>.*)$"
@@ -47,27 +54,12 @@ _OOB_RE = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?"
 _AVG_RE = re.compile(r"^\s*#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
 _STARTING_RE = re.compile(r"Collective test (starting|concluded):\s*(\S+)")
 _PROGRAM_RE = re.compile(r"(?:^|[\s/])(\w+?)_perf(?:_mpi)?(?:\s|$)")
-_TIMESTAMP_RE = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")
-#: launcher tags a row can carry at its start or glued into it (``-1[0]``, ``N/Anode1: ``)
-_ROW_PREFIX_RE = re.compile(r"^\s*(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s)|\d+:(?=\s))")
-_ROW_GLUE_RE = re.compile(
-    r"[A-Za-z][\w.-]*/\d+ \[\d+\]:|(?<=[\dA])(?:\[\d+\]:?|[A-Za-z][\w.-]*:(?=\s))")
-_TYPE_RE = re.compile(r"^[A-Za-z][\w]*$")
-_LABEL_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]*|\d+):\s(.*)$")
-
-
-@dataclass
-class _Schema:
-    has_root: bool | None = None
-    rel_error: bool | None = None  # `error` column (pre-2022-08) instead of `#wrong`
-
-
 @dataclass
 class _State:
     headers: list[dict[str, int]] = field(default_factory=list)
     ranks: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
     rank_hosts: list[str] = field(default_factory=list)
-    schema: _Schema = field(default_factory=_Schema)
+    schema: Schema = field(default_factory=Schema)
     rows: list[NcclRow] = field(default_factory=list)
     row_lines: list[int] = field(default_factory=list)
     errors: list[ToolError] = field(default_factory=list)
@@ -81,6 +73,11 @@ class _State:
     footer: bool = False
     recognized: int = 0
     nranks: int | None = None
+    #: set once a second test starts after the first one's footer (several tests run one after
+    #: another into one file): the names seen, and nothing more of them is read
+    later_tests: list[str] | None = None
+    later_awaiting: bool = False  # a later test was announced, its header not yet seen
+    next_name: str | None = None  # a collective announced after the first test's footer
 
 
 def parse_nccl_tests(text: str) -> NcclTestsResult:
@@ -114,14 +111,52 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     if looks_like_nccl_tests_json(text):
         return parse_nccl_tests_json(text)
     st = _State()
+    pending: tuple[int, str] | None = None  # a line a terminal or web page may have wrapped
     for lineno, raw in enumerate(text.splitlines(), 1):
-        _feed(st, clean_line(raw), lineno)
+        line = clean_line(raw)
+        if pending is not None:
+            if _rejoin(st, pending, line):
+                pending = None
+                continue
+            if ib_completion_cut(pending[1]):
+                _feed(st, pending[1], pending[0])
+            pending = None
+        if "NCCL WARN" in line and ib_completion_cut(line):
+            pending = (lineno, line)  # fed with its rest, or alone, on the next line
+        elif not _feed(st, line, lineno) and ROW_START_RE.match(line):
+            pending = (lineno, line)  # a row start that is no row: its rest may follow
+    if pending is not None and ib_completion_cut(pending[1]):
+        _feed(st, pending[1], pending[0])
     return _finish(st, text)
+
+
+def _rejoin(st: _State, pending: tuple[int, str], line: str) -> bool:
+    """Join ``line`` to the ``pending`` one when the two make exactly one result row, or finish
+    a cut IB completion WARN (the next line being no record of its own)."""
+    lineno, first = pending
+    joined = f"{first} {line.strip()}"
+    if not line.strip():
+        return False
+    if ib_completion_cut(first):
+        if not joins_wrapped(line):
+            return False
+        _feed(st, joined, lineno)
+        return True
+    row = parse_row(joined, st.schema)
+    if row is None:
+        return False
+    st.rows.append(row)
+    st.row_lines.append(lineno)
+    st.recognized += 1
+    return True
 
 
 def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
     s = line.strip()
     if not s:
+        return True
+    if st.later_tests is not None:  # a second test after the first one's footer
+        _feed_later_test(st, s)
         return True
     err = test_failure_error(s, lineno) if "Test " in s else None
     if err is not None:
@@ -142,15 +177,41 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
         st.errors.append(err)
         st.recognized += err.kind != "launcher"
         return True
-    if st.collective is None and "_perf" in s:
+    if "_perf" in s and (st.collective is None or (st.footer and st.rows)):
         m = _PROGRAM_RE.search(s)
-        if m:
+        if m and st.collective is None:
             st.collective = _collective(m.group(1) + "_perf")
             return True
-    m = _LABEL_RE.match(s)  # pdsh `host: ` / srun -l `3: ` on every line
-    if m and depth == 0:
-        return _feed(st, m.group(1), lineno, depth + 1)
+        if m:  # a banner or command after the first test's footer announces the next one
+            st.next_name = _collective(m.group(1) + "_perf")
+            return True
+    rest = split_label(s) if depth == 0 else None  # pdsh `host: ` on every line
+    if rest is not None:
+        return _feed(st, rest, lineno, depth + 1)
     return False
+
+
+def _feed_later_test(st: _State, s: str) -> None:
+    """Name the tests after the first: a ``starting`` line, a banner or command naming a
+    ``*_perf`` binary announce one (its header then belongs to it); a header nobody announced
+    is one more test whose name is not known (``?``) until a name follows."""
+    tests = st.later_tests
+    assert tests is not None
+    m = _STARTING_RE.search(s)
+    name = _collective(m.group(2)) if m and m.group(1) == "starting" else None
+    if name is None and "_perf" in s and not s.startswith("#"):
+        p = _PROGRAM_RE.search(s)
+        name = _collective(p.group(1) + "_perf") if p else None
+    if name:
+        if tests and tests[-1] == "?":
+            tests[-1] = name
+        elif not (tests and tests[-1] == name and st.later_awaiting):
+            tests.append(name)
+        st.later_awaiting = True
+    elif _HEADER_RE.match(s):
+        if not st.later_awaiting:
+            tests.append("?")
+        st.later_awaiting = False
 
 
 def _feed_nccl_line(st: _State, m: re.Match[str], lineno: int) -> None:
@@ -170,8 +231,12 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
     m = _HEADER_RE.match(s)
     if m:
         hdr = {"nThread": int(m.group(1)), "nGpus": int(m.group(2))}
-        for k, v, _unit in _KV_RE.findall(m.group(3)):
-            hdr[k.strip()] = int(v)
+        for k, v, _unit in _KV_RE.findall(m.group(3)[:2000]):
+            k = k.strip()
+            hdr[_HEADER_ALIASES.get(k, k)] = int(v)
+        if _another_test(st, hdr):
+            st.later_tests, st.later_awaiting = [st.next_name or "?"], False
+            return True
         st.headers.append(hdr)
         st.recognized += 1
         return True
@@ -185,7 +250,7 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
     body = s[1:].strip() if s.startswith("#") else s
     toks = body.split()
     if len(toks) >= 4 and toks[:3] == ["size", "count", "type"]:
-        st.schema = _Schema(has_root="root" in toks, rel_error="error" in toks)
+        st.schema = Schema(has_root="root" in toks, rel_error="error" in toks)
         st.recognized += 1
         return True
     m = _OOB_RE.match(s)
@@ -199,6 +264,9 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
         st.recognized += 1
         return True
     m = _STARTING_RE.search(s)
+    if m and m.group(1) == "starting" and st.footer and st.rows:
+        st.next_name = _collective(m.group(2))  # the header that follows decides
+        return True
     if m:
         st.collective = _collective(m.group(2))
         st.footer = st.footer or m.group(1) == "concluded"
@@ -214,6 +282,16 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
     return False
 
 
+def _another_test(st: _State, hdr: dict[str, int]) -> bool:
+    """A header after the first test's footer starts another test when it names another
+    collective or other parameters. The same test again is left to the non-MPI-build check
+    (identical single-process tests look just like that)."""
+    if not (st.footer and st.rows):
+        return False
+    other = st.next_name is not None and st.next_name != st.collective
+    return other or bool(st.headers and hdr != st.headers[0])
+
+
 def _collective(program: str) -> str:
     return re.sub(r"_perf(_mpi)?$", "", program)
 
@@ -221,76 +299,18 @@ def _collective(program: str) -> str:
 def _feed_row(st: _State, s: str, lineno: int) -> bool:
     if not s[:1].isdigit() and not s.startswith(("[", "-")) and ":" not in s[:64]:
         return False
-    row = _parse_row(s, st.schema)
+    row = parse_row(s, st.schema)
     if row is None:
-        stripped = _ROW_PREFIX_RE.sub("", s, count=1)
+        stripped = ROW_PREFIX_RE.sub("", s, count=1)
         if stripped == s:
             return False
-        row = _parse_row(stripped, st.schema)
+        row = parse_row(stripped, st.schema)
         if row is None:
             return False
     st.rows.append(row)
     st.row_lines.append(lineno)
     st.recognized += 1
     return True
-
-
-def _parse_row(s: str, schema: _Schema) -> NcclRow | None:
-    if "[" in s or ":" in s:
-        s = _TIMESTAMP_RE.sub(" ", s)
-        s = _ROW_GLUE_RE.sub(" ", s)
-    toks = s.split()
-    if not 11 <= len(toks) <= 22:
-        return None
-    size, count = to_int(toks[0]), to_int(toks[1])
-    if size is None or count is None or size < 0 or count < 0 or not _TYPE_RE.match(toks[2]):
-        return None
-    i, redop = 3, None
-    if _TYPE_RE.match(toks[3]):
-        redop, i = toks[3], 4
-    rest = toks[i:]
-    root = None
-    if len(rest) in (9, 17):
-        root = to_int(rest[0])
-        if root is None:
-            return None
-        rest = rest[1:]
-    elif len(rest) not in (8, 16):
-        return None
-    half = len(rest) // 2
-    rel_error = schema.rel_error if schema.rel_error is not None else root is None
-    oop = _half(rest[:half], rel_error)
-    inp = _half(rest[half:], rel_error)
-    if oop is None or inp is None:
-        return None
-    return NcclRow(
-        size_bytes=size, count=count, dtype=toks[2], redop=redop, root=root,
-        time_us=oop[0], algbw_gbps=oop[1], busbw_gbps=oop[2], wrong=oop[3],
-        time_inplace_us=inp[0], algbw_inplace_gbps=inp[1], busbw_inplace_gbps=inp[2],
-        wrong_inplace=inp[3], max_rel_error=oop[4], max_rel_error_inplace=inp[4],
-    )  # fmt: skip
-
-
-def _half(toks: list[str], rel_error: bool):
-    """(time, algbw, busbw, wrong, rel_error) of one half-row, or None if it is not numbers."""
-    vals = [to_float(t) for t in toks[:3]]
-    if any(v is None or v < 0 for v in vals):
-        return None
-    cell = toks[3]
-    wrong: int | None = None
-    err: float | None = None
-    if cell != "N/A":
-        num = to_float(cell)
-        if num is None or num < 0:
-            return None
-        if rel_error:
-            err = num
-        else:
-            wrong = int(num)
-    for extra in toks[4:]:  # -I 1: i_min i_max i_p99 i_cv%
-        if to_float(extra) is None:
-            return None
-    return vals[0], vals[1], vals[2], wrong, err
 
 
 def _interleaved(rows: list[NcclRow]) -> bool:
@@ -349,8 +369,21 @@ def _footer_errors(st: _State) -> list[ToolError]:
     return out
 
 
+def _hosts(st: _State, error_hosts: list[str]) -> tuple[str, ...]:
+    """Hosts from the rank lines and errors; NCCL log-line prefixes only when no rank line
+    names a host (they may be placeholders, e.g. ``hostname:3442:3442``)."""
+    if st.rank_hosts:
+        return ordered_unique([*st.rank_hosts, *error_hosts])
+    return ordered_unique([*error_hosts, *st.info_hosts])
+
+
 def _finish(st: _State, text: str) -> NcclTestsResult:
     errors = _setup_errors(st) + st.errors + _footer_errors(st)
+    if st.later_tests is not None:
+        later = ", ".join(st.later_tests) or "?"
+        st.warnings.append(ToolError(
+            "several_tests", f"the output holds more tests after the first ({later}); only "
+            f"the first ({st.collective or '?'}) is read: parse each test's output apart"))
     primary = {e.host for e in errors if e.kind in ("nccl", "cuda", "timeout")}
     errors = [e for e in errors if not (e.kind == "test_failure" and e.host in primary)]
     if any(e.kind != "launcher" for e in errors):
@@ -375,7 +408,7 @@ def _finish(st: _State, text: str) -> NcclTestsResult:
         status=status,
         rows=tuple(st.rows),
         collective=st.collective,
-        hosts=ordered_unique([*st.rank_hosts, *error_hosts, *st.info_hosts]),
+        hosts=_hosts(st, error_hosts),
         ranks=len(st.ranks) or (st.nranks or 0),
         avg_busbw_gbps=st.avg,
         errors=dedupe_errors(errors),

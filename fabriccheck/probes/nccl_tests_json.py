@@ -46,9 +46,9 @@ def parse_nccl_tests_json(text: str) -> NcclTestsResult:
     if not isinstance(doc, dict):
         return NcclTestsResult(UNPARSEABLE, reason="JSON that is not an nccl-tests report")
     config = _d(doc.get("config"))
-    devices = [_d(x) for x in config.get("devices") or [] if isinstance(x, dict)]
-    rows = [r for r in (_row(_d(x)) for x in doc.get("results") or []) if r is not None]
-    errors = [ToolError("nccl", e[:300]) for e in doc.get("errors") or []
+    devices = [x for x in _l(config.get("devices")) if isinstance(x, dict)]
+    rows = [r for r in (_row(_d(x)) for x in _l(doc.get("results"))) if r is not None]
+    errors = [ToolError("nccl", e[:300]) for e in _l(doc.get("errors"))
               if isinstance(e, str) and e.strip()]
     bad = [r for r in rows if (r.wrong or 0) > 0 or (r.wrong_inplace or 0) > 0]
     oob = _d(doc.get("out_of_bounds"))
@@ -69,14 +69,14 @@ def parse_nccl_tests_json(text: str) -> NcclTestsResult:
         status, reason = INCOMPLETE, "JSON report without its summary"
     else:
         status, reason = OK, ""
-    args = doc.get("args") or []
-    program = str(args[0]).rsplit("/", 1)[-1] if args else ""
+    args = _l(doc.get("args"))
+    program = args[0].rsplit("/", 1)[-1] if args and isinstance(args[0], str) else ""
     return NcclTestsResult(
         status=status,
         rows=tuple(rows),
         collective=program.removesuffix("_mpi").removesuffix("_perf") or None,
-        hosts=ordered_unique(str(d.get("hostname") or "") for d in devices),
-        ranks=len({d.get("rank") for d in devices}),
+        hosts=ordered_unique(d["hostname"] for d in devices if isinstance(d.get("hostname"), str)),
+        ranks=len({_int(d.get("rank")) for d in devices}),
         avg_busbw_gbps=_num(avg.get("bandwidth")),
         errors=tuple(errors),
         reason=reason,
@@ -107,6 +107,10 @@ def _row(r: dict[str, Any]) -> NcclRow | None:
 
 def _d(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
+
+
+def _l(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
 
 
 def _s(v: Any) -> str | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fabriccheck.probes._text import clean_line, dedupe_errors, to_float, to_int
+from fabriccheck.probes._text import clean_line, dedupe_errors, split_label, to_float, to_int
+from fabriccheck.probes.perftest_json import looks_like_perftest_json, parse_perftest_json
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -26,7 +27,6 @@ from fabriccheck.probes.results import (
 MIBPS_TO_GBPS = 2**20 * 8 / 1e9
 
 _TITLE_RE = re.compile(r"^\s*(\S.*?\b(?:BW|Latency) Test)\s*$")
-_KV_RE = re.compile(r"([A-Za-z][^:\t]*?)\s*:\s*(\S+)")
 _BOX_KEYS = {
     "Dual-port", "Number of qps", "Connection type", "PCIe relax order", "ibv_wr* API",
     "TX depth", "RX depth", "CQ Moderation", "CQE Poll Batch", "Mtu", "Link type", "GID index",
@@ -93,6 +93,7 @@ class _State:
     lat_rows: list[PerftestLatencyRow] = field(default_factory=list)
     closed: bool = True  # a separator followed the last row
     errors: list[ToolError] = field(default_factory=list)
+    warnings: list[ToolError] = field(default_factory=list)
     recognized: int = 0
 
 
@@ -102,7 +103,8 @@ def parse_perftest(text: str) -> PerftestResult:
     Parameters
     ----------
     text
-        stdout and/or stderr of ``ib_write_bw`` & co.
+        stdout and/or stderr of ``ib_write_bw`` & co., or its ``--out_json`` report
+        (:mod:`fabriccheck.probes.perftest_json`).
 
     Returns
     -------
@@ -121,13 +123,15 @@ def parse_perftest(text: str) -> PerftestResult:
     >>> r.status, round(r.rows[0].bw_avg_gbps, 2)
     ('ok', 390.55)
     """
+    if looks_like_perftest_json(text):
+        return parse_perftest_json(text)
     st = _State()
     for lineno, raw in enumerate(text.splitlines(), 1):
         _feed(st, clean_line(raw), lineno)
     return _finish(st, text)
 
 
-def _feed(st: _State, line: str, lineno: int) -> None:
+def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> None:
     s = line.strip()
     if not s:
         return
@@ -148,7 +152,8 @@ def _feed(st: _State, line: str, lineno: int) -> None:
             return
     m = _TITLE_RE.match(s)
     if m:
-        st.test = m.group(1)
+        label = split_label(s)  # titles hold no `: `; a `host: ` label is not the title
+        st.test = label.strip() if label else m.group(1)
         st.recognized += 1
         return
     if "#bytes" in s:
@@ -161,8 +166,15 @@ def _feed(st: _State, line: str, lineno: int) -> None:
         st.lids[m.group(1)].append(m.group(2))
         st.recognized += 1
         return
-    if st.cols and s[0].isdigit() and _feed_row(st, s):
+    if st.cols and s[0].isdigit() and _feed_row(st, s, lineno):
         return
+    is_error = any(rx.search(s) for rx, _ in _ERRORS)
+    rest = split_label(s) if depth == 0 and not is_error else None  # pdsh `host: ` labels
+    if rest is not None and rest.strip():
+        before = st.recognized
+        _feed(st, " " + rest, lineno, depth + 1)
+        if st.recognized > before:
+            return
     _feed_error(st, s, lineno)
 
 
@@ -185,28 +197,68 @@ def _feed_columns(st: _State, s: str) -> None:
 
 
 def _feed_box(st: _State, line: str) -> bool:
-    pairs = _KV_RE.findall(line.replace("\t", "  \t"))
-    if not pairs or pairs[0][0].strip() not in _BOX_KEYS:
+    pairs = _box_pairs(line)
+    if not pairs or pairs[0][0] not in _BOX_KEYS:
         return False
     for key, value in pairs:
-        key = key.strip()
         if key in _BOX_KEYS:
             st.box.setdefault(key, value)
     st.recognized += 1
     return True
 
 
-def _feed_row(st: _State, s: str) -> bool:
+def _box_pairs(line: str) -> list[tuple[str, str]]:
+    """``key : value`` pairs of a header-box line, one or two of them, separated by tabs or
+    (pasted text) spaces; a value is one token. Linear in the line, whatever it holds.
+
+    >>> _box_pairs(" Dual-port       : OFF          Device: rxe0")
+    [('Dual-port', 'OFF'), ('Device', 'rxe0')]
+    """
+    pairs: list[tuple[str, str]] = []
+    rest = line
+    while ":" in rest and len(pairs) < 4:
+        key, _, after = rest.partition(":")
+        toks = after.split(None, 1)
+        pairs.append((key.strip(), toks[0] if toks else ""))
+        rest = toks[1] if len(toks) > 1 else ""
+    return pairs
+
+
+_INT_COLS = ("#bytes", "#iterations", "#sl")
+
+
+def _feed_row(st: _State, s: str, lineno: int) -> bool:
     toks = s.split()
-    if len(toks) < len(st.cols) or len(toks) > len(st.cols) + 4:
+    cols = st.cols
+    if len(toks) > len(cols) + 4 or len(toks) < 3:
         return False
-    vals = dict(zip(st.cols, toks, strict=False))
-    size, iters = to_int(vals.get("#bytes", "")), to_int(vals.get("#iterations", ""))
-    if size is None or size < 0:
+    vals = [to_int(t) if c in _INT_COLS else to_float(t) for c, t in zip(cols, toks, strict=False)]
+    keys = [i for i, c in enumerate(cols) if c in ("#bytes", "#iterations")]
+    if "#bytes" not in cols or any(i >= len(vals) or vals[i] is None or vals[i] < 0
+                                   for i in keys):
         return False
-    nums = {k: to_float(v) for k, v in vals.items() if k not in ("#bytes", "#iterations")}
-    if any(v is None for v in nums.values()):
-        return False
+    if len(toks) >= len(cols) and all(v is not None for v in vals):
+        _add_row(st, dict(zip(cols, vals, strict=True)))
+        return True
+    # columns run together (``2465.901216.65``) or missing: keep only the values before the
+    # first unreadable one, which sit in their own columns for sure; never guess the rest
+    bad = next((i for i, v in enumerate(vals) if v is None), None)
+    if bad is None or bad <= max(keys) + 1 or len(toks) > len(cols):
+        st.warnings.append(ToolError(
+            "row_format", f"line {lineno}: result row with {len(toks)} values for "
+            f"{len(cols)} columns; not read (columns run together?)", line=lineno))
+        st.recognized += 1
+        return True
+    st.warnings.append(ToolError(
+        "row_format", f"line {lineno}: columns run together from {cols[bad]!r} on "
+        f"({toks[bad]!r}); kept the first {bad} values", line=lineno))
+    _add_row(st, dict(zip(cols[:bad], vals[:bad], strict=True)))
+    return True
+
+
+def _add_row(st: _State, nums: dict[str, float | int | None]) -> None:
+    size, iters = int(nums["#bytes"] or 0), nums.get("#iterations")
+    iters = int(iters) if iters is not None else None
     if st.latency:
         st.lat_rows.append(PerftestLatencyRow(
             size_bytes=size, iterations=iters, t_min_us=nums.get("t_min"),
@@ -225,7 +277,6 @@ def _feed_row(st: _State, s: str) -> bool:
         ))  # fmt: skip
     st.closed = False
     st.recognized += 1
-    return True
 
 
 def _feed_error(st: _State, s: str, lineno: int) -> None:
@@ -264,6 +315,8 @@ def _finish(st: _State, text: str) -> PerftestResult:
     elif st.recognized == 0:
         status = UNPARSEABLE if text.strip() else INCOMPLETE
         reason = "no perftest header, table or error line" if text.strip() else "no output"
+    elif not has_rows and st.warnings:
+        status, reason = INCOMPLETE, st.warnings[0].message
     elif not has_rows:
         status, reason = INCOMPLETE, "no result rows (waiting for the peer, killed or hung?)"
     elif not st.closed:
@@ -283,6 +336,7 @@ def _finish(st: _State, text: str) -> PerftestResult:
         program=st.program,
         unit=st.unit,
         loopback=loopback,
+        warnings=tuple(st.warnings),
     )
 
 

@@ -117,6 +117,7 @@ class PerftestResult:
     program: str | None = None  # ib_write_bw, ... when the command line was echoed
     unit: str | None = None  # BW unit as printed (Gb/sec, MiB/sec, MB/sec)
     loopback: bool = False  # local and remote LID equal: never crossed the cable or switch
+    warnings: tuple[ToolError, ...] = ()  # rows read in part (columns run together), ...
 
     def bw_at(self, size_bytes: int | None = None) -> float | None:
         """Average Gb/s at ``size_bytes`` (largest size at or below it), or at the largest size."""

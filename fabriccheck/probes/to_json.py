@@ -73,13 +73,13 @@ def _lat_row(r: PerftestLatencyRow) -> dict[str, Any]:
 
 def perftest_json(r: PerftestResult) -> dict[str, Any]:
     """perftest: ``test``, ``device``, ``link_type``, ``rows[]`` in Gb/s, ``latency_rows[]``,
-    ``errors[]``."""
+    ``errors[]``, ``warnings[]``."""
     return {
         "tool": "perftest", "status": r.status, "reason": r.reason, "test": r.test,
         "device": r.device, "link_type": r.link_type, "side": r.side, "program": r.program,
         "unit_printed": r.unit, "loopback": r.loopback, "rows": [_bw_row(x) for x in r.rows],
         "latency_rows": [_lat_row(x) for x in r.latency_rows], "bw_avg_gbps": r.bw_at(),
-        "errors": [e.to_json() for e in r.errors],
+        "errors": [e.to_json() for e in r.errors], "warnings": [e.to_json() for e in r.warnings],
     }  # fmt: skip
 
 

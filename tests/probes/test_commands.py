@@ -90,6 +90,16 @@ def test_nccl_single_node_has_no_ring_forcing_or_hca() -> None:
     assert step.argv[step.argv.index("-np") + 1] == "8"
 
 
+def test_nccl_unknown_gpu_count_runs_one_rank_per_node() -> None:
+    """An imported topology without --gpus-per-node says 0 GPUs (unknown): never -np 0."""
+    nodes = ("n0", "n1")
+    t = Test("t", "nccl", nodes, ring(nodes, ("mlx5_0",)),
+             params={"size_bytes": 1 << 30, "gpus_per_node": 0})
+    (step,) = build_launch(t, IB).steps
+    assert step.argv[step.argv.index("-np") + 1] == "2"
+    assert step.argv[step.argv.index("-H") + 1] == "n0:1,n1:1"
+
+
 def test_nccl_srun_inside_an_allocation() -> None:
     nodes = ("n0", "n1")
     t = Test("t", "nccl", nodes, ring(nodes, ("mlx5_0",)),

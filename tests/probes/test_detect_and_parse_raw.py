@@ -16,7 +16,9 @@ from fabriccheck.probes import (
     iperf3,
     nccl_log,
     nccl_tests,
+    nccl_tests_rows,
     perftest,
+    perftest_json,
     to_json,
 )
 from fabriccheck.probes.detect import detect_tool, parse_raw, parse_text
@@ -74,7 +76,8 @@ def test_parse_text_unknown_tool():
 
 
 def test_docstring_examples_run():
-    for mod in (_failure_lines, _text, detect, iperf3, nccl_log, nccl_tests, perftest, to_json):
+    for mod in (_failure_lines, _text, detect, iperf3, nccl_log, nccl_tests, nccl_tests_rows,
+                perftest, perftest_json, to_json):
         res = doctest.testmod(mod)
         assert res.failed == 0, mod.__name__
 

@@ -116,8 +116,39 @@ def test_text_udp_loss():
         "[  5]   0.00-10.00  sec  1.25 MBytes  1.05 Mbits/sec  0.000 ms  0/906 (0%)  sender\n"
         "[  5]   0.00-10.04  sec  1.25 MBytes  1.04 Mbits/sec  0.017 ms  9/906 (1%)  receiver\n")
     r = parse_iperf3(text)
-    assert r.protocol == "UDP" and r.lost_percent == 1.0 and r.retransmits is None
+    # the loss comes from the datagram counts (9/906), not the rounded "(1%)"
+    assert r.protocol == "UDP" and r.retransmits is None
+    assert r.lost_percent == pytest.approx(100 * 9 / 906)
     assert r.received_gbps == pytest.approx(0.00104)
+
+
+def test_text_old_udp_summary_without_role_word():
+    """iperf3 3.0/3.1 (e.g. the Windows builds) print the UDP totals with no sender/receiver
+    word; the client line is the sent rate, the loss comes from the datagram counts."""
+    text = (
+        "# models: iperf 3.1 Windows build, UDP client (-u -b 0), Bandwidth column\n"
+        "[  4] local 10.0.0.4 port 49526 connected to 10.0.0.3 port 5201\n"
+        "[ ID] Interval           Transfer     Bandwidth       Total Datagrams\n"
+        "[  4]   0.00-1.00   sec   159 MBytes  1.34 Gbits/sec  20398\n"
+        "- - - - - - - - - - - - - - - - - - - - - - - - -\n"
+        "[ ID] Interval           Transfer     Bandwidth       Jitter    Lost/Total Datagrams\n"
+        "[  4]   0.00-3.00   sec   492 MBytes  1.38 Gbits/sec  0.072 ms  35148/62949 (56%)\n"
+        "[  4] Sent 62949 datagrams\n\niperf Done.\n")
+    r = parse_iperf3(text)
+    assert (r.status, r.protocol, r.sent_gbps) == ("ok", "UDP", 1.38)
+    assert r.lost_percent == pytest.approx(55.836, abs=1e-3)
+    assert r.received_gbps == pytest.approx(1.38 * (1 - 0.55836), rel=1e-3)
+    server = parse_iperf3("Server listening on 5201\n" + text.replace("[  4] Sent", "x"))
+    assert server.received_gbps == 1.38 and server.sent_gbps is None
+
+
+def test_text_protocol_from_the_text():
+    tcp = parse_iperf3("Starting Test: protocol: TCP, 1 streams, 131072 byte blocks\n"
+                       "[  5]   0.00-10.04  sec  25.7 GBytes  22.0 Gbits/sec    receiver\n")
+    assert (tcp.protocol, tcp.received_gbps, tcp.sent_gbps) == ("TCP", 22.0, None)
+    retr = parse_iperf3("[ ID] Interval           Transfer     Bitrate         Retr\n"
+                        "[  5]   0.00-10.00  sec  1.09 GBytes   933 Mbits/sec    0  sender\n")
+    assert retr.protocol == "TCP"
 
 
 def test_json_stream_events():

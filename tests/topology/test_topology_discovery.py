@@ -163,7 +163,7 @@ def test_ibnetdiscover_single_ca_and_wrong_tool_are_clear_errors(tmp_path):
     first = result.stderr.splitlines()[0]
     assert first.startswith(f"error: {path}: no switches") and "dgx-gb200-n01-c1 HCA-1" in first
     other = stage(tmp_path, IB + "iblinkinfo_qdr_is5035_ca_excerpt.txt")
-    with pytest.raises(ParseError, match="no Switch or Ca records"):
+    with pytest.raises(ConfigError, match=f"{other}: no Switch or Ca records"):
         import_ibnetdiscover(other)
     result = runner.invoke(app, ["topology", "import", "--ibnetdiscover", str(other)])
     assert result.exit_code == 2 and "Traceback" not in result.output

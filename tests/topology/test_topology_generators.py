@@ -250,9 +250,9 @@ def test_doctests():
     import doctest
 
     from fabriccheck.topology import generators
-    from fabriccheck.topology.discovery import common, ibnetdiscover
+    from fabriccheck.topology.discovery import common, ibnet_parse, ibnetdiscover
 
-    for module in (generators, common, ibnetdiscover):
+    for module in (generators, common, ibnet_parse, ibnetdiscover):
         assert doctest.testmod(module).failed == 0, module.__name__
 
 

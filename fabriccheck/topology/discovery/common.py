@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.models import LinkKey, link_key
@@ -12,6 +13,9 @@ from fabriccheck.topology.dump import topology_to_yaml
 from fabriccheck.topology.fields import parse_yaml
 from fabriccheck.topology.load import check_structure, topology_from_dict
 from fabriccheck.topology.model import TIERS, Link, Nic, Node, Switch, Topology
+
+#: the largest discovery dump read (a 16k-node fabric's ibnetdiscover is ~20 MB)
+MAX_DUMP_BYTES = 256 * 2**20
 
 
 def natural_key(text: str) -> tuple:
@@ -28,8 +32,9 @@ class FabricBuild:
     """A fabric being discovered: NICs per host, switches (name -> tier or None) and cables.
 
     Parallel cables between the same two ends are merged into one link with ``count`` and the
-    summed speed. Tiers left as None are inferred: switches with host NICs are leaves, others
-    spine (one hop from a leaf) or core (farther).
+    summed speed. Tiers left as None come from the graph (:func:`tiers_from_hosts`): hop
+    distance from the nearest host NIC, 1 leaf, 2 spine, 3 or more core. ``gpus_per_node``
+    None means unknown (discovery cannot see GPUs): written as 0.
     """
 
     name: str
@@ -39,6 +44,7 @@ class FabricBuild:
     cables: dict[LinkKey, list] = field(default_factory=dict)  # key -> [count, [gbps...]]
     warnings: list[str] = field(default_factory=list)
     tiers: dict[str, str] = field(default_factory=dict)
+    gpus_per_node: int | None = None
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -60,23 +66,6 @@ class FabricBuild:
         entry[1].append(gbps)
 
     # ---- assembly -----------------------------------------------------------------------
-    def _infer_tiers(self, linked: set[str], adj: dict[str, set[str]]) -> dict[str, str]:
-        tiers = {s: t for s, t in self.switches.items() if t and s in linked}
-        leaves = [s for s in linked if s not in tiers and any("/" in n for n in adj[s])]
-        tiers.update({s: "leaf" for s in leaves})
-        dist = {s: 0 for s in leaves}
-        queue = deque(sorted(leaves))
-        while queue:
-            cur = queue.popleft()
-            for nxt in sorted(adj[cur]):
-                if "/" not in nxt and nxt not in dist:
-                    dist[nxt] = dist[cur] + 1
-                    queue.append(nxt)
-        for s in linked:
-            if s not in tiers:
-                tiers[s] = "spine" if dist.get(s) == 1 else "core"
-        return tiers
-
     def topology(self, *, largest_component: bool = False) -> tuple[Topology, dict]:
         """The assembled topology and the parallel-cable counts of its links."""
         speeds = Counter(g for _, gs in self.cables.values() for g in gs if g is not None)
@@ -97,7 +86,8 @@ class FabricBuild:
                 self.warn(f"kept the largest connected part; dropped {len(dropped)} device(s)")
             adj = {v: n for v, n in adj.items() if v in keep}
             linked &= keep
-        tiers = self._infer_tiers(linked, adj)
+        tiers = tiers_from_hosts(adj, {s: t for s, t in self.switches.items() if t})
+        tiers = {s: tiers.get(s, "core") for s in linked}
         names = sorted({n for nics in self.host_nics.values() for n in nics}, key=natural_key)
         rail_of = {n: i for i, n in enumerate(names)}
         links: dict[LinkKey, Link] = {}
@@ -120,9 +110,10 @@ class FabricBuild:
                 if f"{host}/{n}" in nic_gbps
             )
             if nics:
-                nodes[host] = Node(host, nics, 8)
+                nodes[host] = Node(host, nics, self.gpus_per_node or 0)
         switches = {s: Switch(s, tiers[s]) for s in sorted(linked)}
-        topo = Topology(self.name, self.fabric, nodes, switches, links)
+        topo = Topology(self.name, self.fabric, nodes, switches, links,
+                        gpus_per_node=self.gpus_per_node or 0)
         return topo, counts
 
     def to_yaml(
@@ -159,9 +150,52 @@ class FabricBuild:
             f"{len(topo.nodes)} nodes, {len(topo.nics)} NICs, {tiers}, "
             f"{len(topo.links)} links ({sum(counts.values())} cables)",
         ]
+        if not self.gpus_per_node:
+            lines.append("GPUs per node unknown (discovery cannot see them): written as 0; "
+                         "set gpus_per_node: N here")
         text = topology_to_yaml(topo, header=lines, link_counts=counts)
         topology_from_dict(parse_yaml(text, source), source=source)  # round-trip check
         return text, self.warnings
+
+
+def tiers_from_hosts(adj: dict[str, set[str]], fixed: dict[str, str] | None = None,
+                     ) -> dict[str, str]:
+    """Switch tiers from the graph: hop distance from the nearest host NIC (``node/nic``
+    vertices) -- 1 leaf, 2 spine, 3 or more core. ``fixed`` tiers are kept; switches no host
+    reaches are left out.
+
+    >>> adj = {"h/0": {"l1"}, "l1": {"h/0", "s1"}, "s1": {"l1", "c1"}, "c1": {"s1"}}
+    >>> tiers_from_hosts(adj)
+    {'l1': 'leaf', 's1': 'spine', 'c1': 'core'}
+    """
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_edges_from((a, b) for a, ns in adj.items() for b in ns)
+    hosts = [v for v in g if "/" in v]
+    if not hosts:
+        return dict(fixed or {})
+    g.add_edges_from(("\0hosts", h) for h in hosts)
+    dist = nx.single_source_shortest_path_length(g, "\0hosts")
+    tiers = {v: ("leaf" if d == 2 else "spine" if d == 3 else "core")
+             for v, d in dist.items() if d >= 2 and "/" not in v}
+    tiers.update(fixed or {})
+    return tiers
+
+
+def read_bounded(path: Path, *, max_bytes: int = MAX_DUMP_BYTES) -> str:
+    """A discovery file's text, read like every tool output (:mod:`.bounded_read`):
+    at most ``max_bytes``, pipes and devices as streams with a deadline, binary data refused,
+    UTF-16 decoded.
+
+    Raises
+    ------
+    ConfigError
+        Missing, unreadable, too large, endless or binary (one line naming the file).
+    """
+    from fabriccheck.topology.discovery.bounded_read import read_tool_output
+
+    return read_tool_output(path, max_bytes=max_bytes)
 
 
 def _largest_component(adj: dict[str, set[str]]) -> set[str]:

@@ -11,143 +11,24 @@ inferred from the graph (switches with hosts are leaves, then spine/core by dist
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabriccheck.errors import ConfigError, ParseError
-from fabriccheck.topology.discovery.common import FabricBuild
+from fabriccheck.topology.discovery.common import FabricBuild, read_bounded
+from fabriccheck.topology.discovery.ibnet_parse import (
+    LANE_GBPS,
+    IbCable,
+    IbDevice,
+    IbFabric,
+    IbParseError,
+    link_gbps,
+    parse_ibnetdiscover,
+)
 
-#: Gb/s per lane by InfiniBand speed name (signalling rate, as vendors quote port speeds)
-LANE_GBPS = {
-    "SDR": 2.5, "DDR": 5.0, "QDR": 10.0, "FDR10": 10.0, "FDR": 14.0, "EDR": 25.0, "HDR": 50.0,
-    "NDR": 100.0, "XDR": 200.0,
-}
-_NODE = re.compile(r'^(Switch|Ca|Rt)\s+(\d+)\s+"([^"]+)"\s*(?:#\s*"([^"]*)")?')
-_PORT = re.compile(
-    r'^\[(\d+)\](?:\([0-9a-fA-F]+\))?\s+"([^"]+)"\[(\d+)\](?:\([0-9a-fA-F]+\))?\s*(?:#\s*(.*))?$'
-)
-_SPEED = re.compile(r"\b(\d+)x\s*([A-Z0-9]+)\s*$")
-_PPORT = re.compile(
-    r"^(CA|SW)\s+\d+\s+(\d+)\s+(0x[0-9a-fA-F]+)\s+(\d+)x\s*(\S+)\s+-\s+(CA|SW)\s+\d+\s+(\d+)\s+"
-    r"(0x[0-9a-fA-F]+)\s+\(\s*'(.*)'\s+-\s+'(.*)'\s*\)\s*$"
-)
-_PPORT_UNLINKED = re.compile(r"^(CA|SW)\s+\d+\s+\d+\s+(0x[0-9a-fA-F]+)\s+\d+x\s*\S+\s+'(.*)'\s*$")
+__all__ = ["LANE_GBPS", "IbCable", "IbDevice", "IbFabric", "fabric_to_topology_build",
+           "import_ibnetdiscover", "link_gbps", "parse_ibnetdiscover"]
+
 AGGREGATION = "Aggregation Node"
-
-
-@dataclass
-class IbDevice:
-    """A switch or CA as ibnetdiscover names it (``id`` is its quoted id or GUID)."""
-
-    id: str
-    kind: str  # switch | ca
-    desc: str
-    sysimgguid: str = ""
-
-
-@dataclass
-class IbCable:
-    """One cable: device ids and port numbers of both ends, and its speed."""
-
-    a: str
-    a_port: int
-    b: str
-    b_port: int
-    gbps: float | None
-
-
-@dataclass
-class IbFabric:
-    """What an ibnetdiscover file says: devices by id and cables (each listed once)."""
-
-    devices: dict[str, IbDevice] = field(default_factory=dict)
-    cables: list[IbCable] = field(default_factory=list)
-    format: str = "topology"
-
-    def add_cable(self, cable: IbCable, seen: set) -> None:
-        key = tuple(sorted(((cable.a, cable.a_port), (cable.b, cable.b_port))))
-        if key not in seen:
-            seen.add(key)
-            self.cables.append(cable)
-
-
-def link_gbps(width: str, speed: str) -> float | None:
-    """Cable speed from ``4x`` + ``NDR`` (None when unknown, e.g. ``???``).
-
-    >>> link_gbps("4", "NDR"), link_gbps("4", "QDR"), link_gbps("4", "???")
-    (400.0, 40.0, None)
-    """
-    lane = LANE_GBPS.get(speed.upper())
-    return None if lane is None else int(width) * lane
-
-
-def parse_ibnetdiscover(text: str) -> IbFabric:
-    """Parse ``ibnetdiscover`` output, plain or ``-p`` (ports) format.
-
-    Raises
-    ------
-    ParseError
-        The text holds no device at all.
-    """
-    lines = [ln.rstrip() for ln in text.splitlines()]
-    if any(_PPORT.match(ln) or _PPORT_UNLINKED.match(ln) for ln in lines[:50]):
-        fabric = _parse_ports(lines)
-    else:
-        fabric = _parse_topology(lines)
-    if not fabric.devices:
-        raise ParseError(
-            "no Switch or Ca records found", tool="ibnetdiscover", excerpt=text[:200],
-            hint="give the output of 'ibnetdiscover' or 'ibnetdiscover -p'",
-        )
-    return fabric
-
-
-def _parse_topology(lines: list[str]) -> IbFabric:
-    fabric = IbFabric(format="topology")
-    seen: set = set()
-    current: IbDevice | None = None
-    sysimg = ""
-    for line in lines:
-        if line.startswith("sysimgguid="):
-            sysimg = line.split("=", 1)[1].strip().removeprefix("0x")
-            continue
-        m = _NODE.match(line)
-        if m:
-            kind = "switch" if m.group(1) == "Switch" else "ca"
-            current = IbDevice(m.group(3), kind, (m.group(4) or m.group(3)).strip(), sysimg)
-            fabric.devices[current.id] = current
-            sysimg = ""
-            continue
-        m = _PORT.match(line)
-        if m and current is not None:
-            comment = m.group(4) or ""
-            speed = _SPEED.search(comment)
-            gbps = link_gbps(speed.group(1), speed.group(2)) if speed else None
-            cable = IbCable(current.id, int(m.group(1)), m.group(2), int(m.group(3)), gbps)
-            fabric.add_cable(cable, seen)
-    return fabric
-
-
-def _parse_ports(lines: list[str]) -> IbFabric:
-    fabric = IbFabric(format="ports")
-    seen: set = set()
-    for line in lines:
-        m = _PPORT.match(line)
-        if m:
-            ends = ((m.group(1), m.group(3), m.group(9)), (m.group(6), m.group(8), m.group(10)))
-            for kind, guid, desc in ends:
-                fabric.devices.setdefault(
-                    guid, IbDevice(guid, "switch" if kind == "SW" else "ca", desc.strip())
-                )
-            gbps = link_gbps(m.group(4), m.group(5))
-            cable = IbCable(m.group(3), int(m.group(2)), m.group(8), int(m.group(7)), gbps)
-            fabric.add_cable(cable, seen)
-            continue
-        m = _PPORT_UNLINKED.match(line)
-        if m:
-            kind = "switch" if m.group(1) == "SW" else "ca"
-            fabric.devices.setdefault(m.group(2), IbDevice(m.group(2), kind, m.group(3).strip()))
-    return fabric
 
 
 # ---- fabric -> topology ---------------------------------------------------------------------
@@ -162,9 +43,16 @@ def _clean(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "switch"
 
 
-def fabric_to_topology_build(fabric: IbFabric, *, name: str) -> FabricBuild:
-    """Turn a parsed fabric into a :class:`FabricBuild` (nodes, switches, merged links)."""
-    build = FabricBuild(name=name, fabric="infiniband")
+def fabric_to_topology_build(fabric: IbFabric, *, name: str,
+                             gpus_per_node: int | None = None) -> FabricBuild:
+    """Turn a parsed fabric into a :class:`FabricBuild` (nodes, switches, merged links).
+
+    A cable between two ports of one switch (a loopback plug, or a port cabled to itself) is
+    no link of the fabric: it is kept as a warning naming the switch, ports and line.
+    """
+    build = FabricBuild(name=name, fabric="infiniband", gpus_per_node=gpus_per_node)
+    for note in fabric.notes:
+        build.warn(note)
     devices = fabric.devices
     skipped = {d.id for d in devices.values() if d.kind == "ca" and AGGREGATION in d.desc}
     if skipped:
@@ -172,42 +60,45 @@ def fabric_to_topology_build(fabric: IbFabric, *, name: str) -> FabricBuild:
     switch_names = _switch_names([d for d in devices.values() if d.kind == "switch"])
     for sw in switch_names.values():
         build.switches[sw] = None
-    ca_ports: dict[str, list[int]] = {}
+    ca_ports: dict[str, set[int]] = {}
     for c in fabric.cables:
         for dev, port in ((c.a, c.a_port), (c.b, c.b_port)):
             if devices.get(dev) and devices[dev].kind == "ca" and dev not in skipped:
-                ca_ports.setdefault(dev, []).append(port)
-    generic = 0
+                ca_ports.setdefault(dev, set()).add(port)
+    generic: set[str] = set()
     for c in fabric.cables:
         if c.a in skipped or c.b in skipped:
             continue
-        ends = []
-        for dev, port in ((c.a, c.a_port), (c.b, c.b_port)):
-            d = devices.get(dev)
-            if d is None:
-                raise ConfigError(
-                    f"cable to unknown device {dev!r} (port {port})", field="cables",
-                    source=name, hint="is the ibnetdiscover output truncated?",
-                )
-            if d.kind == "switch":
-                ends.append(switch_names[dev])
-                continue
-            m = _HOST_NIC.match(d.desc)
-            if m:
-                host, nic = m.group(1), m.group(2)
-            else:
-                guid = (d.sysimgguid or dev).removeprefix("H-").removeprefix("0x")
-                host, nic = f"ca-{guid}", "hca"
-                generic += 1
-            if len(ca_ports[dev]) > 1:
-                nic = f"{nic}-p{port}"
-            ends.append(build.nic(host, nic))
+        if c.a == c.b:
+            what = switch_names.get(c.a) or devices[c.a].desc
+            build.warn(f"line {c.line}: loopback cable on {what} (port {c.a_port} to port "
+                       f"{c.b_port}); kept as a warning, not a link")
+            continue
+        ends = [switch_names[dev] if devices[dev].kind == "switch" else
+                _nic_end(build, devices[dev], port, len(ca_ports[dev]) > 1, generic)
+                for dev, port in ((c.a, c.a_port), (c.b, c.b_port))]
         if c.gbps is None:
-            build.warn(f"cable {ends[0]} - {ends[1]} has no known speed; assumed the most common")
+            build.warn(f"line {c.line}: cable {ends[0]} - {ends[1]} has no known speed; "
+                       "assumed the most common")
         build.cable(ends[0], ends[1], c.gbps)
     if generic:
-        build.warn(f"{generic} CA port(s) have a generic description; named ca-<system GUID>")
+        build.warn(f"{len(generic)} CA(s) have a generic description; named ca-<system GUID>")
     return build
+
+
+def _nic_end(build: FabricBuild, d: IbDevice, port: int, multi: bool, generic: set[str]) -> str:
+    """``host/nic`` of a CA port: host and NIC from ``"host mlx5_0"`` descriptions, else
+    ``ca-<system GUID>/hca``; ``-p<port>`` when several ports of the CA are cabled."""
+    m = _HOST_NIC.match(d.desc)
+    if m:
+        host, nic = m.group(1), m.group(2)
+    else:
+        guid = (d.sysimgguid or d.id).removeprefix("H-").removeprefix("0x")
+        host, nic = f"ca-{guid}", "hca"
+        generic.add(d.id)
+    if multi:
+        nic = f"{nic}-p{port}"
+    return build.nic(host, nic)
 
 
 def _switch_names(switches: list[IbDevice]) -> dict[str, str]:
@@ -228,22 +119,32 @@ def import_ibnetdiscover(
     name: str | None = None,
     spec: str | None = None,
     largest_component: bool = False,
+    gpus_per_node: int | None = None,
 ) -> tuple[str, list[str]]:
     """Read an ibnetdiscover file and return (explicit-form topology YAML, warnings).
+
+    ``gpus_per_node`` is written for every node when given; otherwise the GPU count is
+    unknown (ibnetdiscover cannot see GPUs) and written as 0.
 
     Raises
     ------
     ConfigError
-        The file cannot be read, has no switches, or does not make a valid fabric.
-    ParseError
-        The file is not ibnetdiscover output.
+        The file cannot be read, is not (complete) ibnetdiscover output, has no switches, or
+        does not make a valid fabric; the message names the file and, where one is to blame,
+        the line.
     """
     source = str(path)
+    text = read_bounded(Path(path))
+    if not text.strip():
+        raise ConfigError("empty file", source=source,
+                          hint="save the output of 'ibnetdiscover' (or 'ibnetdiscover -p') in it")
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ConfigError(f"cannot read file: {exc.strerror}", source=source) from exc
-    fabric = parse_ibnetdiscover(text)
+        fabric = parse_ibnetdiscover(text)
+    except IbParseError as exc:
+        where = f"{source}:{exc.line}" if exc.line else source
+        raise ConfigError(exc.detail, source=where, hint=exc.hint) from exc
+    except ParseError as exc:
+        raise ConfigError(exc.message, source=source, hint=exc.hint) from exc
     if not any(d.kind == "switch" for d in fabric.devices.values()):
         cas = sorted(d.desc for d in fabric.devices.values())
         raise ConfigError(
@@ -251,10 +152,11 @@ def import_ibnetdiscover(
             source=source,
             hint="run ibnetdiscover on a host cabled to the fabric (is the port up?)",
         )
-    build = fabric_to_topology_build(fabric, name=name or Path(path).stem)
+    build = fabric_to_topology_build(fabric, name=name or Path(path).stem,
+                                     gpus_per_node=gpus_per_node)
     header = [
         f"imported from {Path(path).name} ({fabric.format} format) by fabriccheck topology import",
-        "switch tiers inferred: switches with hosts = leaf, then spine/core by distance",
+        "switch tiers from the graph: hop distance from the hosts (1 leaf, 2 spine, 3+ core)",
     ]
     return build.to_yaml(source=source, spec=spec, header=header,
                          largest_component=largest_component)

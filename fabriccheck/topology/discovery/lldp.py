@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fabriccheck.errors import ConfigError, ParseError
-from fabriccheck.topology.discovery.common import FabricBuild
+from fabriccheck.topology.discovery.common import FabricBuild, read_bounded
 from fabriccheck.topology.fields import Fields, join, read_yaml
 
 
@@ -25,9 +25,10 @@ class Neighbor:
     """One LLDP neighbour seen on a local interface."""
 
     interface: str
-    sysname: str
+    sysname: str  # the neighbour's SysName, or ``sw-<chassis id>`` when it sends none
     port_id: str = ""
     port_id_type: str = ""
+    chassis_id: str = field(default="", compare=False)  # what identifies the switch
 
 
 @dataclass
@@ -47,44 +48,51 @@ def _first(value: Any, key: str = "value") -> Any:
     return value
 
 
+def _text(value: Any) -> str:
+    """A JSON scalar as text ("" for anything else: lists, objects, null, booleans)."""
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) \
+        else ""
+
+
+def _dict0(value: Any) -> dict:
+    """The first dict of a json0 list, or the dict itself, else an empty one."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, dict) else {}
+
+
 def _neighbor_json(iface: str, body: dict) -> Neighbor | None:
     chassis = body.get("chassis")
-    sysname, chassis_id = None, None
+    sysname, chassis_id = "", ""
     if isinstance(chassis, list):  # json0
-        ch = chassis[0] if chassis else {}
-        sysname = _first(ch.get("name"))
-        chassis_id = _first(ch.get("id"))
+        ch = _dict0(chassis)
+        sysname, chassis_id = _text(_first(ch.get("name"))), _text(_first(ch.get("id")))
     elif isinstance(chassis, dict):  # keyed: {"<sysname>": {...}} or {"id": ...} when unnamed
         key, inner = next(iter(chassis.items()), ("", None))
         if len(chassis) == 1 and key != "id" and isinstance(inner, dict):
-            sysname, chassis_id = key, inner.get("id")
+            sysname, chassis_id = key, _text(_first(inner.get("id")))
         else:
-            chassis_id = chassis.get("id")
-    if isinstance(chassis_id, dict):
-        chassis_id = chassis_id.get("value")
-    port = body.get("port")
-    port = port[0] if isinstance(port, list) and port else port
-    port_id = port.get("id") if isinstance(port, dict) else None
-    port_id = port_id[0] if isinstance(port_id, list) and port_id else port_id
-    pid_value = port_id.get("value", "") if isinstance(port_id, dict) else ""
-    pid_type = port_id.get("type", "") if isinstance(port_id, dict) else ""
-    name = sysname or (f"sw-{chassis_id}" if chassis_id else None)
+            chassis_id = _text(_first(chassis.get("id")))
+    port_id = _dict0(_dict0(body.get("port")).get("id"))
+    name = sysname or (f"sw-{chassis_id}" if chassis_id else "")
     if not name:
         return None
-    return Neighbor(iface, str(name), str(pid_value), str(pid_type))
+    return Neighbor(iface, name, _text(port_id.get("value")), _text(port_id.get("type")),
+                    chassis_id)
 
 
 def _local_name(data: dict) -> str | None:
-    local = data.get("local-chassis")
-    if local is None:
-        return None
-    local = local[0] if isinstance(local, list) and local else local
-    chassis = local.get("chassis") if isinstance(local, dict) else None
+    chassis = _dict0(data.get("local-chassis")).get("chassis")
     if isinstance(chassis, list):
-        return _first(chassis[0].get("name")) if chassis else None
+        return _text(_first(_dict0(chassis).get("name"))) or None
     if isinstance(chassis, dict) and len(chassis) == 1:
         return next(iter(chassis))
     return None
+
+
+def text_lines_kept(text: str) -> str:
+    """``text`` with ``#`` comment lines blanked (line numbers unchanged)."""
+    return "\n".join("" if ln.lstrip().startswith("#") else ln for ln in text.splitlines())
 
 
 def parse_lldp(text: str) -> LldpHost:
@@ -95,12 +103,15 @@ def parse_lldp(text: str) -> LldpHost:
     ParseError
         Not LLDP output.
     """
-    body = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")).strip()
+    kept = text_lines_kept(text)  # so JSON error line numbers are the file's
+    body = kept.strip()
     if body.startswith("{"):
         try:
-            data = json.loads(body)
+            data = json.loads(kept)
         except json.JSONDecodeError as exc:
-            raise ParseError(f"invalid JSON: {exc}", tool="lldp", excerpt=body) from exc
+            cut = " (cut short?)" if exc.pos >= len(kept.rstrip()) - 1 else ""
+            raise ParseError(f"line {exc.lineno}: invalid JSON: {exc.msg}{cut}", tool="lldp",
+                             excerpt=body) from exc
         return _parse_json(data, body)
     if "Interface:" in body:
         return _parse_plain(body)
@@ -122,7 +133,7 @@ def _parse_json(data: Any, body: str) -> LldpHost:
     ifaces = lldp.get("interface") or []
     if isinstance(ifaces, dict):
         ifaces = [ifaces]
-    for item in ifaces:
+    for item in ifaces if isinstance(ifaces, list) else []:
         if not isinstance(item, dict):
             continue
         if "name" in item and isinstance(item.get("name"), str):  # json0
@@ -137,7 +148,7 @@ def _parse_json(data: Any, body: str) -> LldpHost:
 
 
 _PLAIN_IFACE = re.compile(r"^Interface:\s*([^,\s]+)")
-_PLAIN_KV = re.compile(r"^\s+(SysName|ChassisID|PortID):\s*(.*?)\s*$")
+_PLAIN_KV = re.compile(r"^\s+(SysName|ChassisID|PortID):(.*)$")  # value stripped in code
 
 
 def _parse_plain(body: str) -> LldpHost:
@@ -150,7 +161,9 @@ def _parse_plain(body: str) -> LldpHost:
         )
         if current.get("iface") and name:
             ptype, _, pid = current.get("PortID", "").partition(" ")
-            host.neighbors.append(Neighbor(current["iface"], name, pid, ptype))
+            chassis = current.get("ChassisID", "").split()
+            host.neighbors.append(Neighbor(current["iface"], name, pid, ptype,
+                                           chassis[-1] if chassis else ""))
 
     for line in body.splitlines():
         m = _PLAIN_IFACE.match(line)
@@ -160,7 +173,7 @@ def _parse_plain(body: str) -> LldpHost:
             continue
         m = _PLAIN_KV.match(line)
         if m and current and m.group(1) not in current:
-            current[m.group(1)] = m.group(2)
+            current[m.group(1)] = m.group(2).strip()
     flush()
     return host
 
@@ -199,6 +212,25 @@ def _read_uplinks(path: Path, build: FabricBuild) -> None:
             build.cable(a, b, gbps)
 
 
+def _switch_names(neighbors: list[Neighbor]) -> dict[str, str]:
+    """Chassis id -> switch name: LLDP identifies a switch by its chassis id, so a neighbour
+    that sends no SysName joins the named one with the same chassis id, and two chassis that
+    share a SysName stay two switches (the name gets the chassis id's tail)."""
+    named: dict[str, str] = {}
+    for nb in neighbors:
+        if nb.chassis_id and not nb.sysname.startswith("sw-"):
+            named.setdefault(nb.chassis_id, _safe(nb.sysname))
+    for nb in neighbors:
+        if nb.chassis_id:
+            named.setdefault(nb.chassis_id, _safe(nb.sysname))
+    by_name: dict[str, list[str]] = {}
+    for cid, name in named.items():
+        by_name.setdefault(name, []).append(cid)
+    return {cid: (name if len(by_name[name]) == 1 else
+                  f"{name}-{re.sub(r'[^0-9A-Za-z]', '', cid)[-6:]}")
+            for cid, name in named.items()}
+
+
 def import_lldp(
     paths: list[Path],
     *,
@@ -209,8 +241,12 @@ def import_lldp(
     uplink_gbps: float = 400.0,
     nic_gbps: float = 400.0,
     largest_component: bool = False,
+    gpus_per_node: int | None = None,
 ) -> tuple[str, list[str]]:
     """Build a RoCE topology YAML from per-host LLDP files; returns (YAML text, warnings).
+
+    Switches are keyed by chassis id (a neighbour without SysName joins the named switch with
+    its chassis id). GPUs per node are unknown (written 0) unless ``gpus_per_node`` is given.
 
     Raises
     ------
@@ -222,19 +258,26 @@ def import_lldp(
     files = _files([Path(p) for p in paths])
     given = [Path(p) for p in paths]
     default = given[0].name if len(given) == 1 and given[0].is_dir() else "lldp-import"
-    build = FabricBuild(name=name or default, fabric="roce")
+    build = FabricBuild(name=name or default, fabric="roce", gpus_per_node=gpus_per_node)
     hosts: dict[str, LldpHost] = {}
     for f in files:
+        text = read_bounded(f)
+        if not text.strip():
+            raise ConfigError("empty file", source=str(f),
+                              hint="save 'lldpcli show neighbors -f json0' of the host in it")
         try:
-            text = f.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise ConfigError(f"cannot read file: {exc.strerror}", source=str(f)) from exc
-        parsed = parse_lldp(text)
+            parsed = parse_lldp(text)
+        except ParseError as exc:
+            msg = exc.message.removeprefix("lldp: ")
+            m = re.match(r"line (\d+): (.*)$", msg)
+            where = f"{f}:{m.group(1)}" if m else str(f)
+            raise ConfigError(m.group(2) if m else msg, source=where, hint=exc.hint) from exc
         hosts[_safe(parsed.local or f.stem)] = parsed
+    names = _switch_names([nb for h in hosts.values() for nb in h.neighbors])
     for host, parsed in hosts.items():
         seen: set[str] = set()
         for nb in parsed.neighbors:
-            peer = _safe(nb.sysname)
+            peer = names.get(nb.chassis_id) or _safe(nb.sysname)
             if peer in hosts or nb.port_id_type == "mac":
                 build.warn(f"{host}/{nb.interface}: peer {peer} looks like a host; skipped")
                 continue
