@@ -123,7 +123,7 @@ def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunH
              ) -> RoundRecord:
     raws = executor.run_round(list(plan.tests))
     obs, warnings = judge_round(plan.tests, raws, ctx.spec, ctx.policy, history.observations,
-                                ctx.view.topology.attachment)
+                                ctx.view)
     links = tuple(frozenset().union(*(ctx.view.flow_links(f)[1] for f in o.test.flows))
                   for o in obs)
     return RoundRecord(history.round_count + 1, plan.kind, tuple(obs),

@@ -6,19 +6,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from fabriccheck.inference.evaluate import evaluate
+from fabriccheck.inference.line_rate import at_line_rate
 from fabriccheck.inference.peers import judge_against_peers
 from fabriccheck.models import Observation, RawResult, Test
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.probes.detect import parse_raw
 from fabriccheck.specs import TestSpec
+from fabriccheck.topology.view import FabricView
 
 
 def judge_round(tests: Sequence[Test], raws: Sequence[RawResult], spec: TestSpec,
                 policy: SweepPolicy, earlier: Sequence[Observation] = (),
-                attachment: Mapping[str, str] | None = None,
+                view: FabricView | None = None,
                 ) -> tuple[list[Observation], list[str]]:
     """The round's observations and its fabric warnings; ``earlier`` are the run's
-    observations so far (the peers), ``attachment`` the topology's NIC -> leaf map."""
+    observations so far (the peers), ``view`` the fabric (floors follow each path's line
+    rate; peers are grouped by path class)."""
     obs = [evaluate(t, r, parse_raw(t, r), spec) for t, r in zip(tests, raws, strict=True)]
-    return judge_against_peers(obs, earlier, attachment or {}, z=policy.peer_z,
+    if view is not None:
+        obs = [at_line_rate(o, view, spec.nic_gbps) for o in obs]
+    attachment: Mapping[str, str] = view.topology.attachment if view is not None else {}
+    return judge_against_peers(obs, earlier, attachment, z=policy.peer_z,
                                min_drop=policy.peer_min_drop)

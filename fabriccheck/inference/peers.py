@@ -1,6 +1,7 @@
 """Peers first: every measurement is judged against the same kind of measurements of the run.
 
-A kind is probe x level (group size) x path class (:func:`fabriccheck.inference.table.path_class`).
+A kind is probe x level (group size) x path class (:func:`fabriccheck.inference.table.path_class`)
+x floor (floors follow each path's line rate: :mod:`fabriccheck.inference.line_rate`).
 Its reference comes from the run's unbiased tests (sweep and scale rounds, every round so far):
 the median, a robust spread (1.4826 x MAD, at least 1% of the median) and the 75th percentile.
 Then, for every test of the round — confirmations, retests and bisection steps included:
@@ -52,9 +53,10 @@ class PeerRef:
 
 
 def peer_references(observations: Sequence[Observation], attachment: Mapping[str, str],
-                    min_peers: int = 16) -> dict[tuple[str, int, str], PeerRef]:
+                    min_peers: int = 16) -> dict[tuple, PeerRef]:
     """Kind -> reference, from the unbiased numeric tests among ``observations`` (pooled per
-    probe x level under path ``"*"``)."""
+    probe x level under path ``"*"``). A kind also keys on the floor, which follows the
+    path's line rate: a 100G flow is no peer of a 400G one."""
     frame = observation_frame(observations, attachment)
     sample = frame[frame["purpose"].isin(SAMPLE_PURPOSES) & frame["value"].notna()
                    & (frame["unit"] != "us")
@@ -64,7 +66,7 @@ def peer_references(observations: Sequence[Observation], attachment: Mapping[str
     sample = sample.assign(node=nodes[sample.index].values)
     pooled = sample.assign(path=POOLED)
     for part in (sample, pooled):
-        for key, rows in part.groupby(["probe", "level", "path"]):
+        for key, rows in part.groupby(["probe", "level", "path", "floor"], dropna=False):
             if len(rows) >= min_peers:
                 out[key] = _reference(rows)  # type: ignore[index]
     return out
@@ -93,12 +95,12 @@ def judge_against_peers(
         o = out[i]
         if o.value is None or o.unit == "us" or o.status not in (PASS, FAIL):
             continue
-        key = (row.probe, row.level, row.path)
-        ref = refs.get(key) or refs.get((row.probe, row.level, POOLED))
+        key = (row.probe, row.level, row.path, row.floor)
+        ref = refs.get(key) or refs.get((row.probe, row.level, POOLED, row.floor))
         if ref is None:
             continue
         cut = ref.cut(z, min_drop)
-        pooled = refs.get((row.probe, row.level, POOLED), ref)
+        pooled = refs.get((row.probe, row.level, POOLED, row.floor), ref)
         slow = o.floor is not None and all(r.p75 < o.floor and r.typical_node_slow
                                            for r in (ref, pooled))
         if slow:
