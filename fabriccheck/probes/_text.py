@@ -204,3 +204,14 @@ def _with_count(e: ToolError, count: int) -> ToolError:
 def ordered_unique(items) -> tuple[str, ...]:
     """Items in first-seen order, without repeats or empties."""
     return tuple(dict.fromkeys(i for i in items if i))
+
+
+def json_number(value: object) -> float | None:
+    """A JSON value as a finite float (None for text, booleans, NaN or infinities).
+
+    >>> json_number(3), json_number("3"), json_number(True), json_number(float("nan"))
+    (3.0, None, None, None)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabriccheck.probes._text import clean_line, dedupe_errors, split_label, to_float, to_int
+from fabriccheck.probes._text import (
+    clean_line,
+    dedupe_errors,
+    json_number,
+    split_label,
+    to_float,
+    to_int,
+)
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -254,10 +260,7 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+_num = json_number
 
 
 def _int(value: Any) -> int | None:

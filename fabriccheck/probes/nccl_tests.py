@@ -143,12 +143,7 @@ def _rejoin(st: _State, pending: tuple[int, str], line: str) -> bool:
         _feed(st, joined, lineno)
         return True
     row = parse_row(joined, st.schema)
-    if row is None:
-        return False
-    st.rows.append(row)
-    st.row_lines.append(lineno)
-    st.recognized += 1
-    return True
+    return row is not None and _add_row(st, row, lineno)
 
 
 def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> bool:
@@ -307,6 +302,11 @@ def _feed_row(st: _State, s: str, lineno: int) -> bool:
         row = parse_row(stripped, st.schema)
         if row is None:
             return False
+    return _add_row(st, row, lineno)
+
+
+def _add_row(st, row, lineno: int) -> bool:
+    """Keep a parsed table row (and the line it came from)."""
     st.rows.append(row)
     st.row_lines.append(lineno)
     st.recognized += 1

@@ -11,7 +11,11 @@ import re
 from dataclasses import dataclass, field
 
 from fabriccheck.probes._text import clean_line, dedupe_errors, split_label, to_float, to_int
-from fabriccheck.probes.perftest_json import looks_like_perftest_json, parse_perftest_json
+from fabriccheck.probes.perftest_json import (
+    MIBPS_TO_GBPS,
+    looks_like_perftest_json,
+    parse_perftest_json,
+)
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -22,9 +26,6 @@ from fabriccheck.probes.results import (
     PerftestRow,
     ToolError,
 )
-
-#: MiB/s -> Gb/s: x 2^20 bytes x 8 bits / 1e9
-MIBPS_TO_GBPS = 2**20 * 8 / 1e9
 
 _TITLE_RE = re.compile(r"^\s*(\S.*?\b(?:BW|Latency) Test)\s*$")
 _BOX_KEYS = {

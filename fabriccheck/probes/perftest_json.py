@@ -14,10 +14,10 @@ otherwise the result is ``incomplete`` and says why, never a guessed number.
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
+from fabriccheck.probes._text import json_number
 from fabriccheck.probes.results import (
     INCOMPLETE,
     OK,
@@ -137,10 +137,7 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+_num = json_number
 
 
 def _int(value: Any) -> int | None:
