@@ -103,6 +103,11 @@ def import_(
     ] = 400.0,
     nic_gbps: Annotated[float, typer.Option("--nic-gbps", help="LLDP: host NIC speed.")] = 400.0,
     spec: Annotated[str | None, typer.Option("--spec", help="Default test spec to write.")] = None,
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option("--gpus-per-node", min=0,
+                     help="GPUs of every imported node (unknown, written 0, when left out)."),
+    ] = None,
     largest_component: Annotated[
         bool,
         typer.Option("--largest-component", help="Keep only the largest connected part."),
@@ -126,7 +131,8 @@ def import_(
             from fabriccheck.topology.discovery.ibnetdiscover import import_ibnetdiscover
 
             text, warnings = import_ibnetdiscover(
-                ibnetdiscover, name=name, spec=spec, largest_component=largest_component
+                ibnetdiscover, name=name, spec=spec, largest_component=largest_component,
+                gpus_per_node=gpus_per_node,
             )
         else:
             from fabriccheck.topology.discovery.lldp import import_lldp
@@ -140,6 +146,7 @@ def import_(
                 uplink_gbps=uplink_gbps,
                 nic_gbps=nic_gbps,
                 largest_component=largest_component,
+                gpus_per_node=gpus_per_node,
             )
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)

@@ -115,3 +115,19 @@ def test_generator_files_match_design_example():
     assert len(topo.links) == 4096 * 8 + 1024 * 32
     assert sorted(topo.nodes)[-1] == "node-4096"
     assert math.isclose(topo.links[("leaf-0-0", "spine-0")].gbps, 400)
+
+
+def test_import_writes_the_gpu_count_it_is_given(tmp_path):
+    """`topology import --gpus-per-node N`: every imported node gets N GPUs (0 = unknown when
+    left out), from the repo's own ibnetdiscover fixture."""
+    from pathlib import Path
+
+    dump = Path(__file__).resolve().parent.parent / "fixtures" / "ibnetdiscover" / \
+        "ibnetdiscover_switch_blocks_only_qdr_synthetic.txt"
+    for flag, want in (([], 0), (["--gpus-per-node", "4"], 4)):
+        out = tmp_path / f"t{want}.yaml"
+        result = CliRunner().invoke(app, ["topology", "import", "--ibnetdiscover", str(dump),
+                                          "--name", "t", "-o", str(out), *flag])
+        assert result.exit_code == 0, result.output
+        topo = load_topology(str(out))
+        assert topo.nodes and {n.gpus for n in topo.nodes.values()} == {want}
