@@ -74,6 +74,7 @@ class RunHistory:
     def anything_failed(self) -> bool:
         return any(r.failed for r in self.rounds)
 
+    @cached_property
     def partners(self) -> Mapping[str, frozenset[str]]:
         """node -> every node it shared a test with (itself included)."""
         met: dict[str, set[str]] = defaultdict(set)

@@ -84,7 +84,7 @@ def _run(mode: str, s: Setup, policy, opts: RunOptions, *, ops: OpsOptions,
     try:
         result = _session_run(mode, s, policy, session, opts, log_suspects)
         result.extra.update({**provenance(opts), **(extra or {})})
-        result.extra["exit_code"] = exit_code(result, mode)  # kept in history too
+        result.extra["exit_code"] = result.exit_code  # kept in history too
         if session.run_id:
             result.extra["run_id"] = session.run_id
         session.finish(result, topology=s.topology)
@@ -125,13 +125,6 @@ def _finish(result: RunResult, json_: bool, code: int) -> None:
     raise typer.Exit(code)
 
 
-def exit_code(result: RunResult, mode: str) -> int:
-    """DESIGN.md's exit code of a finished run, the same for every mode (:attr:`RunResult.
-    exit_code`): 0 everything judged healthy · 1 bad, flaky, suspect, unreachable or a fabric
-    warning · 3 part of the scope untested (or nothing tested)."""
-    return result.exit_code
-
-
 def _policy(mode: str, spec=None, **kw):
     from fabriccheck.policy import BisectPolicy, GatePolicy, SweepPolicy, spec_probes
 
@@ -165,7 +158,7 @@ def _run_mode(mode: str, opts: RunOptions, ops: OpsOptions, **policy) -> None:
         pol = _policy(mode, spec=s.spec, seed=opts.seed, pair_probe=opts.probe,
                       budget_s=opts.budget_s, **policy)  # fmt: skip
         result = _run(mode, s, pol, opts, ops=ops)
-    _finish(result, opts.json_, exit_code(result, mode))
+    _finish(result, opts.json_, result.exit_code)
 
 
 @run_command("sweep")
@@ -209,7 +202,7 @@ def bisect(opts: RunOptions,
                       budget_s=opts.budget_s, scale_group_size=scope.scale_for(scale))
         result = _run("bisect", s, pol, opts, ops=opts.ops(), log_suspects=named,
                       extra=scope.info())
-    code = finish(scope, result, exit_code(result, "bisect"), json_=opts.json_, console=out)
+    code = finish(scope, result, result.exit_code, json_=opts.json_, console=out)
     if opts.report and scope.log is not None:  # again, now with the conclusion (job_log)
         result.extra["report"] = str(_write_report(result, s.topology, opts.report))
     _finish(result, opts.json_, code)

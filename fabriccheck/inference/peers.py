@@ -57,15 +57,15 @@ def peer_references(observations: Sequence[Observation], attachment: Mapping[str
     """Kind -> reference, from the unbiased numeric tests among ``observations`` (pooled per
     probe x level under path ``"*"``). A kind also keys on the floor, which follows the
     path's line rate: a 100G flow is no peer of a 400G one."""
-    frame = observation_frame(observations, attachment)
+    return _references(observation_frame(observations, attachment), min_peers)
+
+
+def _references(frame: pd.DataFrame, min_peers: int) -> dict[tuple, PeerRef]:
     sample = frame[frame["purpose"].isin(SAMPLE_PURPOSES) & frame["value"].notna()
                    & (frame["unit"] != "us")
                    & ((frame["status"] == str(PASS)) | frame["below_floor"])]
-    out: dict[tuple[str, int, str], PeerRef] = {}
-    nodes = pd.Series([list(o.test.nodes) for o in observations], dtype=object)
-    sample = sample.assign(node=nodes[sample.index].values)
-    pooled = sample.assign(path=POOLED)
-    for part in (sample, pooled):
+    out: dict[tuple, PeerRef] = {}
+    for part in (sample, sample.assign(path=POOLED)):
         for key, rows in part.groupby(["probe", "level", "path", "floor"], dropna=False):
             if len(rows) >= min_peers:
                 out[key] = _reference(rows)  # type: ignore[index]
@@ -76,7 +76,7 @@ def _reference(rows: pd.DataFrame) -> PeerRef:
     values = rows["value"]
     med = float(values.median())
     mad = float((values - med).abs().median()) * 1.4826
-    per_node = rows.explode("node").groupby("node")["under_floor"].mean()
+    per_node = rows.explode("nodes").groupby("nodes")["under_floor"].mean()
     return PeerRef(med, max(mad, 0.01 * med), float(values.quantile(0.75)), len(values),
                    bool(per_node.median() > 0.5))
 
@@ -87,8 +87,9 @@ def judge_against_peers(
     min_peers: int = 16,
 ) -> tuple[list[Observation], list[str]]:
     """The round's observations re-judged against their peers, and the fabric warnings."""
-    refs = peer_references([*earlier, *round_obs], attachment, min_peers)
-    frame = observation_frame(round_obs, attachment)
+    frame = observation_frame([*earlier, *round_obs], attachment)  # one table: peers + round
+    refs = _references(frame, min_peers)
+    frame = frame.iloc[len(earlier):]
     out = list(round_obs)
     slow_kinds: dict[tuple[str, int, str], tuple[PeerRef, float]] = {}
     for i, row in enumerate(frame.itertuples(index=False)):

@@ -19,7 +19,7 @@ from fabriccheck.models import Observation, Test
 INTRA, LEAF, CROSS = "intra-node", "same-leaf", "cross-leaf"
 
 COLUMNS = ["test_id", "round", "probe", "purpose", "level", "path", "status", "value", "floor",
-           "unit", "below_floor", "under_floor"]
+           "unit", "below_floor", "under_floor", "nodes"]
 
 
 def path_class(test: Test, attachment: Mapping[str, str]) -> str:
@@ -50,7 +50,8 @@ def observation_frame(observations: Sequence[Observation],
     """One row per observation, in order."""
     rows = [(o.test.test_id, o.test.round, str(o.test.probe), str(o.test.purpose),
              o.test.group_size, path_class(o.test, attachment), str(o.status),
-             o.value, o.floor, o.unit, below_floor(o), under_floor(o)) for o in observations]
+             o.value, o.floor, o.unit, below_floor(o), under_floor(o), list(o.test.nodes))
+            for o in observations]
     return pd.DataFrame.from_records(rows, columns=COLUMNS)
 
 

@@ -60,7 +60,7 @@ def _confirm_suspects(ctx: RunContext, history: RunHistory, inf: Inference, b: R
     local = ctx.active(inf)
     todo = sorted([*inf.nic_suspects.values(), *inf.node_suspects.values()],
                   key=lambda v: (-len(v.evidence), v.name))
-    met = history.partners()
+    met = history.partners
     todo = [v for v in todo if tries.get(v.name, 0) < 2]
     made_for: set[str] = set()
     used: dict[str, dict] = {v.name: {} for v in todo}  # partners each suspect has this round
@@ -84,7 +84,7 @@ def _retest_shadowed(ctx: RunContext, history: RunHistory, inf: Inference, b: Ro
                      pool: GoodPool, tries: dict[str, int]) -> None:
     """NICs that met only culprits so far are tested again."""
     local = ctx.active(inf)
-    met = history.partners()
+    met = history.partners
     for nic in shadowed_nics(history.observations, inf):
         if tries.get(nic, 0) < 2 and plan_nic_confirm(
                 nic, b, pool, inf.good_nics, local, met=met.get(nic_node(nic), frozenset())):
@@ -102,7 +102,7 @@ def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
         return
     _count(tries, "recheck")
     local = ctx.active(inf)
-    met = history.partners()
+    met = history.partners
     for nic in inf.flakiness.recheck_nics:
         if nic_node(nic) in inf.completed:
             plan_nic_confirm(nic, b, pool, inf.good_nics, local,
@@ -233,7 +233,7 @@ def _test_untested_nics(ctx: RunContext, history: RunHistory, inf: Inference, b:
         for rail, nic in sorted(ctx.view.rails_of[n].items()):
             if nic not in judged and tries.get("untested:" + nic, 0) < 2:
                 waiting[rail].append(n)
-    met = history.partners()
+    met = history.partners
     for rail, nodes in sorted(waiting.items()):
         for i in range(0, len(nodes) - 1, 2):
             if b.add_flow(nodes[i], nodes[i + 1], rail, "sweep") is not None:
