@@ -416,6 +416,16 @@ def _attribute_hangs(hangs: list[Observation], inf: Inference) -> None:
                                               ids)
 
 
+def _leaf_ends(o: Observation, att: dict[str, str]) -> list[tuple[str, str]]:
+    """``(leaf, "out")`` and ``(leaf, "in")`` of every cross-leaf flow of a test."""
+    out = []
+    for f in o.test.flows:
+        s, d = att.get(f.src), att.get(f.dst)
+        if s is not None and d is not None and s != d:
+            out += [(s, "out"), (d, "in")]
+    return out
+
+
 def _all_failed_ends(observations: Sequence[Observation], view: FabricView,
                      min_flows: int = 3) -> set[tuple[int, str, str]]:
     """RoCE: ``(round, leaf, out|in)`` ends of leaves where every one of ``min_flows`` or more
@@ -429,14 +439,10 @@ def _all_failed_ends(observations: Sequence[Observation], view: FabricView,
     for o in observations:
         if o.status not in (PASS, FAIL):
             continue
-        for f in o.test.flows:
-            s, d = att.get(f.src), att.get(f.dst)
-            if s is None or d is None or s == d:
-                continue
-            for end in ((s, "out"), (d, "in")):
-                tally[end][1] += 1
-                tally[end][0] += o.status == FAIL
-                rounds[end].add(o.test.round)
+        for end in _leaf_ends(o, att):
+            tally[end][1] += 1
+            tally[end][0] += o.status == FAIL
+            rounds[end].add(o.test.round)
     return {(r, *end) for end, (k, n) in tally.items() if n >= min_flows and k == n
             for r in rounds[end]}
 
@@ -460,12 +466,8 @@ def _roce_collisions(fails: list[Observation], view: FabricView, tol: float = 0.
     for o in fails:
         if o.value is None or not o.expected:
             continue  # no number: the tool failed, contention does not do that
-        for f in o.test.flows:
-            s, d = att.get(f.src), att.get(f.dst)
-            if s is None or d is None or s == d:
-                continue
-            ends[(o.test.round, s, "out")].append(o)
-            ends[(o.test.round, d, "in")].append(o)
+        for leaf, way in _leaf_ends(o, att):
+            ends[(o.test.round, leaf, way)].append(o)
     out: set[str] = set()
     slow_end = {o.test.test_id for end in skip for o in ends.get(end, ())}
     for group in ends.values():
@@ -486,10 +488,6 @@ def _shared_leaf_end(fails: list[Observation], view: FabricView) -> set[str]:
     for o in fails:
         if o.value is None:
             continue
-        for f in o.test.flows:
-            s, d = att.get(f.src), att.get(f.dst)
-            if s is None or d is None or s == d:
-                continue
-            ends[(o.test.round, s, "out")].add(o.test.test_id)
-            ends[(o.test.round, d, "in")].add(o.test.test_id)
+        for leaf, way in _leaf_ends(o, att):
+            ends[(o.test.round, leaf, way)].add(o.test.test_id)
     return {t for ids in ends.values() if len(ids) >= 2 for t in ids}
