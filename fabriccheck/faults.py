@@ -33,6 +33,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "nic_degraded": ("nic", "factor"),
     "nic_down": ("nic",),
     "node_slow": ("node", "factor"),
+    "gpu_link_degraded": ("node", "factor"),
     "node_hang": ("node",),
     "node_unreachable": ("node",),
     "link_degraded": ("link", "factor"),
@@ -40,7 +41,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "link_flapping": ("link", "probability"),
 }
 NIC_KINDS = ("nic_degraded", "nic_down")
-NODE_KINDS = ("node_slow", "node_hang", "node_unreachable")
+NODE_KINDS = ("node_slow", "gpu_link_degraded", "node_hang", "node_unreachable")
 LINK_KINDS = ("link_degraded", "link_down", "link_flapping")
 
 
@@ -161,8 +162,9 @@ class FaultSet:
 
     # ---- ground truth (what a perfect tool would report) -------------------------------------
     def bad_nodes(self) -> tuple[str, ...]:
-        """Nodes that are bad themselves: ``node_slow`` and ``node_hang``."""
-        return _sorted(f.node for f in self.of_kind("node_slow", "node_hang"))
+        """Nodes that are bad themselves: ``node_slow``, ``gpu_link_degraded``, ``node_hang``."""
+        return _sorted(f.node for f in self.of_kind("node_slow", "gpu_link_degraded",
+                                                    "node_hang"))
 
     def bad_nics(self) -> tuple[str, ...]:
         """NIC endpoints with ``nic_degraded`` or ``nic_down``."""

@@ -96,7 +96,7 @@ def print_truth(result: RunResult, faults_path: str, console: Console) -> None:
             ok = f.node in result.hung
         elif f.kind == "node_unreachable":
             ok = f.node in result.unreachable
-        elif f.kind == "node_slow":
+        elif f.kind in ("node_slow", "gpu_link_degraded"):
             ok = f.node in result.bad_nodes
         else:
             key = tuple(sorted(f.link))  # type: ignore[arg-type]

@@ -58,6 +58,15 @@ class NodeSlow(StrictModel):
     factor: Factor
 
 
+class GpuLinkDegraded(StrictModel):
+    """A node whose GPU interconnect (NVLink/PCIe inside the node) runs at a fraction of its
+    speed: its 1x collective is slow; network tests of its NICs are not."""
+
+    kind: Literal["gpu_link_degraded"]
+    node: Name
+    factor: Factor
+
+
 class NodeHang(StrictModel):
     """A node whose tests never finish."""
 
@@ -95,10 +104,10 @@ class LinkFlapping(StrictModel):
     probability: float = Field(gt=0, le=1, description="chance a test over it fails, (0, 1]")
 
 
-FAULT_MODELS = (NicDegraded, NicDown, NodeSlow, NodeHang, NodeUnreachable, LinkDegraded,
-                LinkDown, LinkFlapping)  # fmt: skip
+FAULT_MODELS = (NicDegraded, NicDown, NodeSlow, GpuLinkDegraded, NodeHang, NodeUnreachable,
+                LinkDegraded, LinkDown, LinkFlapping)  # fmt: skip
 AnyFault = Annotated[
-    NicDegraded | NicDown | NodeSlow | NodeHang | NodeUnreachable | LinkDegraded | LinkDown
+    NicDegraded | NicDown | NodeSlow | GpuLinkDegraded | NodeHang | NodeUnreachable | LinkDegraded | LinkDown
     | LinkFlapping,
     Field(discriminator="kind"),
 ]

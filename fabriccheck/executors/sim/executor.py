@@ -10,6 +10,13 @@ test's per-flow Gb/s after contention; efficiency ~0.94 for all_reduce, so 8 × 
 GB/s on 2 nodes, 1.3% less per doubling of the ring beyond that); a 1-node collective runs at
 the spec's ``intra_node_busbw_gbps`` (NVLink); ib_write_bw reports 0.98 × rate; iperf3 0.94 ×
 rate; host-bound probes (iperf3, allreduce-cpu) are capped by the spec's ``expected`` value.
+A node's degraded GPU interconnect (``gpu_link_degraded``, factor f) scales its 1x
+collective by f; a collective over >= 2 nodes containing it by ``1 - GPU_LINK_SHARE × (1 - f)``
+(f = 0.5: 5% slower). Why so little: across nodes the NIC (~50 GB/s per rail) is the ring's
+bottleneck and NVLink (~450 GB/s per GPU) has several times that in headroom, so only the
+intra-node part of each step that is not overlapped with the network (chunk hand-offs, the
+NVLS/tree reduce inside the node, about a tenth of a step) shows the slower path; ib_write_bw
+(host memory, NIC to NIC) does not touch it at all.
 Every measurement is × (1 + N(0, jitter)); with probability ``glitch_rate`` a test is also
 × U(0.3, 0.7) (transient: a retest draws again).
 """
@@ -43,6 +50,8 @@ ONE_NODE_RATIO = {"all_reduce": 1.0, "all_gather": 0.77, "reduce_scatter": 0.77,
                   "alltoall": 0.77, "sendrecv": 0.77}
 #: busbw lost per doubling of a ring beyond 2 nodes (tool-formats.md §5: 2 nodes ~370, large ~365)
 NCCL_LOSS_PER_DOUBLING = 0.013
+#: share of a multi-node collective's step time exposed to the node's GPU interconnect
+GPU_LINK_SHARE = 0.1
 IB_WRITE_BW_EFFICIENCY = 0.98
 IPERF3_EFFICIENCY = 0.94
 CPU_EFFICIENCY = 0.90
@@ -261,6 +270,10 @@ class SimExecutor:
     def _node_factor(self, nodes: Sequence[str]) -> float:
         return min((self.caps.node_factor.get(n, 1.0) for n in nodes), default=1.0)
 
+    def _gpu_factor(self, nodes: Sequence[str]) -> float:
+        """The slowest GPU interconnect among ``nodes`` (``gpu_link_degraded``; 1.0: healthy)."""
+        return min((self.caps.gpu_factor.get(n, 1.0) for n in nodes), default=1.0)
+
     def _host_cap(self, test: Test) -> float:
         """Host-side bound (CPU, TCP stack) of iperf3 / allreduce-cpu: the spec's expected."""
         ps = self._probe_spec(test.probe, len(test.nodes), None)
@@ -343,8 +356,11 @@ class SimExecutor:
                         CPU_INTRA_BUSBW_GBPS * self._node_factor(test.nodes))
             rails = len({self.nic_rail(f.src) for f in prep.flows}) or 1
             return min(rails * self._rate(prep) / 8 * CPU_EFFICIENCY, self._host_cap(test))
+        gpu = self._gpu_factor(test.nodes)
         if len(test.nodes) == 1:
-            return self.intra_busbw_gbps * ONE_NODE_RATIO[coll] * self._node_factor(test.nodes)
+            return (self.intra_busbw_gbps * ONE_NODE_RATIO[coll] * self._node_factor(test.nodes)
+                    * gpu)
         rails = len({self.nic_rail(f.src) for f in prep.flows}) or 1
         scale = 1.0 - NCCL_LOSS_PER_DOUBLING * math.log2(len(test.nodes) / 2)
-        return rails * self._rate(prep) / 8 * NCCL_EFFICIENCY[coll] * scale
+        exposed = 1.0 - GPU_LINK_SHARE * (1.0 - gpu)
+        return rails * self._rate(prep) / 8 * NCCL_EFFICIENCY[coll] * scale * exposed

@@ -6,7 +6,9 @@ Model (what a test measures, before noise):
   compete). A NIC's attachment link carries the NIC's own capacity too:
   ``min(link.gbps × link factor, nic.gbps × nic factor × node factor)``; a down NIC or link has
   capacity 0. ``node_slow`` therefore slows every network test of the node, and its intra-node
-  (NVLink / CPU) bound for single-node tests.
+  (NVLink / CPU) bound for single-node tests. ``gpu_link_degraded`` touches no link: it
+  only lowers the node's GPU-interconnect factor (:attr:`Capacities.gpu_factor`), which the
+  executor applies to collectives (fully at 1x, :data:`~.executor.GPU_LINK_SHARE` of it beyond).
 - **Paths**: on InfiniBand a flow takes ``topology.route`` (deterministic); on RoCE it takes ONE
   of its ECMP ``topology.paths``, chosen by a hash of (seed, test id, flow) the planner cannot see.
 - **Contention** is *max-min fair* over all tests of a round (progressive filling). The unit of
@@ -23,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,6 +62,8 @@ class Capacities:
     unreachable: frozenset[str]
     down_nics: frozenset[str]
     down_links: frozenset[LinkKey]
+    #: node -> share of its GPU interconnect (NVLink/PCIe) left (``gpu_link_degraded``)
+    gpu_factor: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def build(cls, topology: Topology, faults: FaultSet) -> Capacities:
@@ -67,6 +71,7 @@ class Capacities:
         link_f: dict[LinkKey, float] = {}
         nic_f: dict[str, float] = {}
         node_f: dict[str, float] = {}
+        gpu_f: dict[str, float] = {}
         flapping: dict[LinkKey, float] = {}
         down_nics: set[str] = set()
         down_links: set[LinkKey] = set()
@@ -78,6 +83,8 @@ class Capacities:
                 down_nics.add(f.nic)  # type: ignore[arg-type]
             elif f.kind == "node_slow":
                 node_f[f.node] = node_f.get(f.node, 1.0) * f.factor  # type: ignore[index,operator]
+            elif f.kind == "gpu_link_degraded":
+                gpu_f[f.node] = gpu_f.get(f.node, 1.0) * f.factor  # type: ignore[index,operator]
             elif f.kind == "link_degraded":
                 link_f[f.link] = link_f.get(f.link, 1.0) * f.factor  # type: ignore[index,operator]
             elif f.kind == "link_down":
@@ -104,6 +111,7 @@ class Capacities:
             unreachable=frozenset(faults.unreachable_nodes()),
             down_nics=frozenset(down_nics),
             down_links=frozenset(down_links),
+            gpu_factor=gpu_f,
         )
 
 
