@@ -79,6 +79,8 @@ def run(
     planner = Planner(ctx)
     history, inf, end = _loop(ctx, planner, executor, progress)
     result = build_result(mode, nodes, history, inf, view, policy, end)
+    if planner.ladder.steps or planner.ladder.skipped:
+        result.extra["ladder"] = planner.ladder.info()
     result.wall_seconds = time.monotonic() - t0
     return result
 
@@ -105,8 +107,8 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
         if progress is not None:
             progress(_progress_line(history))
     inf = infer(history.observations, ctx.view)
-    if not stop_reason and history.round_count >= ctx.policy.max_rounds and _open(inf, planner):
-        stop_reason = f"max rounds ({ctx.policy.max_rounds}) reached with suspects open"
+    if not stop_reason and history.round_count >= planner.round_limit and _open(inf, planner):
+        stop_reason = f"max rounds ({planner.round_limit}) reached with suspects open"
     end = RunEnd(stop_reason, budget_hit, verdict_rounds, dict(planner.bisect.culprits))
     return history, inf, end
 
@@ -141,7 +143,7 @@ def _note_verdict_rounds(inf: Inference, round_no: int, acc: dict[str, int]) -> 
 
 
 def _open(inf: Inference, planner: Planner) -> bool:
-    return bool(inf.nic_suspects or inf.node_suspects or inf.hang_suspects
+    return bool(inf.nic_suspects or inf.node_suspects or inf.hang_suspects or inf.intra_suspects
                 or planner.open_work()
                 or any(not g.bad and len(g.evidence) > 1 for g in inf.links))
 

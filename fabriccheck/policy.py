@@ -23,6 +23,10 @@ class SweepPolicy:
     and bisection rounds until every suspect is resolved or ``max_rounds`` / ``budget_s`` is hit.
     ``scale_group_size`` > 0 adds one collective round over groups of that many nodes
     (``scale_probe``) whose failing groups are bisected.
+
+    ``levels`` is the ladder (:mod:`fabriccheck.planning.ladder`): nodes per test, climbed in
+    order with two carvings per level >= 2; ``None`` is the mode's default (sweep and gate:
+    1, 2, 4, 8; bisect: none), ``()`` the plain pairing rounds of ``sweep_rounds``.
     """
 
     mode: str = "sweep"
@@ -52,8 +56,12 @@ class SweepPolicy:
     roce_sample_flows: int = 2
     roce_sample_rounds: int = 3
     seed: int = 0
+    levels: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.levels is not None and any(lv not in (1, 2, 4, 8) for lv in self.levels):
+            raise ConfigError(f"unknown level in {list(self.levels)}", field="--levels",
+                              hint="levels are nodes per test: 1, 2, 4 or 8")
         if self.pair_probe not in PROBES:
             raise ConfigError(f"unknown probe {self.pair_probe!r}", field="pair_probe",
                               hint=f"one of {', '.join(PROBES)}")
@@ -101,14 +109,16 @@ def spec_probes(spec: object, pair_probe: str | None = None) -> dict[str, str]:
 
 
 def GatePolicy(**changes: object) -> SweepPolicy:  # noqa: N802 - a policy preset, reads as a type
-    """The gate preset: one parallel round, more only if something failed or a NIC is still
-    untested (four at most), inside a hard budget."""
-    base = SweepPolicy(mode="gate", sweep_rounds=1, max_rounds=4,
+    """The gate preset: 1x beside one rail-pair round, one collective over the job's nodes,
+    more only if something failed or a NIC is still untested (five rounds at most: the old
+    four plus the job's collective), inside a hard budget."""
+    base = SweepPolicy(mode="gate", sweep_rounds=1, max_rounds=5,
                        second_round_only_on_failure=True, budget_s=300.0)
     return replace(base, **changes)  # type: ignore[arg-type]
 
 
 def BisectPolicy(**changes: object) -> SweepPolicy:  # noqa: N802 - a policy preset
     """The post-timeout bisect preset: pairs first (log suspects first), then groups at scale."""
-    base = SweepPolicy(mode="bisect", sweep_rounds=1, max_rounds=12, scale_group_size=8)
+    base = SweepPolicy(mode="bisect", sweep_rounds=1, max_rounds=12, scale_group_size=8,
+                       levels=())
     return replace(base, **changes)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fabriccheck.inference.flaky import Flakiness, binomial_tail, find_flaky
+from fabriccheck.inference.intra import is_solo, judge_intra
 from fabriccheck.inference.localize import LinkGroup, localize_links
 from fabriccheck.models import (
     BAD,
@@ -45,6 +46,8 @@ class Inference:
     hung: dict[str, Verdict] = field(default_factory=dict)
     unreachable: dict[str, Verdict] = field(default_factory=dict)
     node_suspects: dict[str, Verdict] = field(default_factory=dict)
+    #: nodes whose 1x test failed, awaiting a 1x retest (:mod:`fabriccheck.inference.intra`)
+    intra_suspects: dict[str, Verdict] = field(default_factory=dict)
     nic_suspects: dict[str, Verdict] = field(default_factory=dict)
     hang_suspects: dict[str, Verdict] = field(default_factory=dict)
     links: list[LinkGroup] = field(default_factory=list)
@@ -64,7 +67,7 @@ class Inference:
     def blamed_nodes(self) -> set[str]:
         """Nodes that must not be used as known-good partners."""
         out = set(self.bad_nodes) | set(self.hung) | set(self.unreachable)
-        out |= set(self.node_suspects) | set(self.hang_suspects)
+        out |= set(self.node_suspects) | set(self.hang_suspects) | set(self.intra_suspects)
         out |= {nic_node(n) for n in (*self.bad_nics, *self.nic_suspects)}
         out |= {nic_node(n) for n, v in self.flaky.items() if v.kind in ("node", "nic")}
         return out
@@ -132,6 +135,8 @@ def infer(
     Inference
     """
     inf = Inference()
+    solo = [o for o in observations if is_solo(o)]
+    observations = [o for o in observations if not is_solo(o)]  # 1x: judged apart
     good_links, retested_ok = _exonerate(observations, view, inf)
     _collect_unreachable(observations, inf)
     _attribute_hangs([o for o in observations if o.status == HANG], inf)
@@ -177,6 +182,10 @@ def infer(
                               len(inf.glitches))
     inf.flakiness = find_flaky(observations, view, inf.good_nodes, inf.good_nics, good_links,
                                fx.ambiguous | fx.shared)
+    bad, inf.intra_suspects = judge_intra(solo, set(inf.bad_nodes) | set(inf.hung)
+                                          | set(inf.unreachable))
+    inf.bad_nodes.update(bad)
+    inf.completed |= {o.test.nodes[0] for o in solo if o.status in (PASS, FAIL)}
     return inf
 
 

@@ -43,7 +43,8 @@ def build_result(
     bad_nics = _bad_nics(bad_nodes, inf, view)
     drain = set(bad_nodes) | {nic_node(n) for n in bad_nics} | set(inf.hung)
     suspects = sorted(
-        (set(inf.node_suspects) | set(inf.hang_suspects) | set(inf.nic_suspects))
+        (set(inf.node_suspects) | set(inf.hang_suspects) | set(inf.nic_suspects)
+         | set(inf.intra_suspects))
         - drain - {n for n in inf.nic_suspects if nic_node(n) in drain}
     )
     verdicts = [_node_verdict(n, bad_nodes, bad_nics, inf) for n in nodes]
@@ -142,7 +143,7 @@ def _bad_nics(bad_nodes: dict[str, Verdict], inf: Inference, view: FabricView
 def _node_verdict(n: str, bad_nodes: dict[str, Verdict], bad_nics: dict[str, Verdict],
                   inf: Inference) -> Verdict:
     v = (bad_nodes.get(n) or inf.hung.get(n) or inf.unreachable.get(n)
-         or inf.node_suspects.get(n) or inf.hang_suspects.get(n))
+         or inf.node_suspects.get(n) or inf.hang_suspects.get(n) or inf.intra_suspects.get(n))
     if v is not None:
         return v
     state = HEALTHY if n in inf.completed else UNTESTED

@@ -42,6 +42,7 @@ class RoundBuilder:
         self.busy_tx: set[str] = set()  # NICs sending in a pair test (links are full duplex)
         self.busy_rx: set[str] = set()
         self.busy_nodes: set[str] = set()  # owned by a collective
+        self.busy_gpus: set[str] = set()  # nodes running a 1x collective (NVLink only)
         from fabriccheck.planning.pairing import CrossBudget
 
         #: follow-up flows that cross leaves must not share links either (IB: exact routes)
@@ -65,6 +66,7 @@ class RoundBuilder:
         return nic not in self.busy_tx and nic not in self.busy_rx
 
     def node_free(self, node: str) -> bool:
+        """No collective owns the node and none of its NICs is busy (a 1x beside is fine)."""
         if node in self.busy_nodes:
             return False
         return all(self.nic_free(n) for n in self.view.rails_of[node].values())
@@ -107,21 +109,36 @@ class RoundBuilder:
         self.tests.append(test)
         return test
 
+    def add_solo(self, node: str, probe: str, purpose: str = "sweep",
+                 **params: object) -> Test | None:
+        """A 1x collective on ``node`` alone (its GPUs over NVLink/PCIe, no NIC): it may run
+        beside pair tests of the node's NICs, never beside another collective of the node."""
+        if node in self.busy_nodes or node in self.busy_gpus:
+            return None
+        t = self.add_group((node,), purpose, probe=probe, **params)
+        if t is not None:
+            self.busy_nodes.discard(node)
+            self.busy_gpus.add(node)
+        return t
+
     def add_group(
         self, nodes: Sequence[str], purpose: str = "sweep", probe: str | None = None,
-        **params: object,
+        *, force: bool = False, **params: object,
     ) -> Test | None:
-        """A collective over ``nodes`` (all common rails). None when a node is busy."""
+        """A collective over ``nodes`` (all common rails). None when a node is busy, or when
+        its ring would share a link with another test of the round (``force``: add it anyway,
+        when nothing avoids the sharing)."""
         probe = probe or (self.policy.scale_probe if self.policy.per_rail
                           else self.policy.pair_probe)
         nodes = tuple(nodes)
-        if len(set(nodes)) != len(nodes) or not all(self.node_free(n) for n in nodes):
+        if len(set(nodes)) != len(nodes) or not all(
+                self.node_free(n) and n not in self.busy_gpus for n in nodes):
             return None
         rails = sorted(set.intersection(*(set(self.view.rails_of[n]) for n in nodes)))
         flows = ring_flows(nodes, rails, self.view)
         att = self.view.topology.attachment
         cross = [(f.src, f.dst) for f in flows if att.get(f.src) != att.get(f.dst)]
-        if cross and not self.budget.fits_flows(cross):
+        if cross and not self.budget.fits_flows(cross, force=force):
             return None  # its ring would share a link with another test of this round
         ps = self.spec.lookup(probe, len(nodes))
         p: dict[str, object] = {

@@ -33,6 +33,7 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     b = ctx.builder(history)
     pool = GoodPool(inf.known_good() - set(bisect.culprits) - bisect.suspects, ctx.view,
                     ctx.policy.seed, b.round_no)
+    _retest_solo(ctx, inf, b, tries)
     _confirm_suspects(ctx, history, inf, b, pool, tries)
     _retest_shadowed(ctx, history, inf, b, pool, tries)
     _recheck_lonely(ctx, history, inf, b, pool, tries)
@@ -47,6 +48,18 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     _pair_untested(ctx, inf, b, pool, tries)
     _test_untested_nics(ctx, history, inf, b, pool, tries)
     return b.tests
+
+
+def _retest_solo(ctx: RunContext, inf: Inference, b: RoundBuilder,
+                 tries: dict[str, int]) -> None:
+    """Nodes whose 1x test failed run it again alone (twice at most: the third failure is the
+    verdict, see :mod:`fabriccheck.inference.intra`); first in the round, beside any test of
+    their NICs."""
+    probe = solo_probe(ctx)
+    for node in sorted(inf.intra_suspects):
+        key = "solo:" + node
+        if probe and tries.get(key, 0) < 2 and b.add_solo(node, probe, "confirm"):
+            _count(tries, key)
 
 
 def _count(tries: dict[str, int], key: str, by: int = 1) -> None:

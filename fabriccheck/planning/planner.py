@@ -1,14 +1,18 @@
 """The run's planner: a small state machine that hands the loop one round at a time.
 
-Phases, in order (DESIGN.md "How faults are found"):
+Phases, in order (DESIGN.md "How faults are found"; :data:`PHASES`):
 
-1. **sweep**: ``policy.sweep_rounds`` pairing rounds, each node with a different partner over
-   a different path (gate: the second only when the first found something);
-2. **scale**: one collective round over groups of ``policy.scale_group_size`` (off by default;
+1. **ladder**: the levels of the run (:mod:`fabriccheck.planning.ladder`): 1x beside the first
+   rail-pair round, the second rail-pair round, 2x/4x/8x collectives in two carvings each (the
+   default of sweep and gate; a preflight/signals round would be a phase ahead of it);
+2. **sweep**: without a ladder (``levels=()``, bisect), ``policy.sweep_rounds`` pairing rounds,
+   each node with a different partner over a different path (gate: the second only when the
+   first found something);
+3. **scale**: one collective round over groups of ``policy.scale_group_size`` (off by default;
    bisect runs it only when the pairs showed nothing), whose failing groups are queued for
-   bisection;
-3. **follow-up**: confirmations, retests of untested nodes, link localization and bisection
-   steps (:mod:`fabriccheck.planning.followup`), until nothing is left to plan or
+   bisection (so are the failing groups of the ladder's 4x/8x rounds);
+4. **follow-up**: confirmations, 1x retests, retests of untested nodes, link localization and
+   bisection steps (:mod:`fabriccheck.planning.followup`), until nothing is left to plan or
    ``policy.max_rounds`` is reached.
 
 The planner never runs a test: :meth:`Planner.next_round` returns a :class:`RoundPlan` (or
@@ -25,6 +29,7 @@ from fabriccheck.models import FAIL, HANG, PASS, RoundKind, Test
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.followup import BisectTask
 from fabriccheck.planning.followup_round import plan_followup_round
+from fabriccheck.planning.ladder import LadderMemory, LadderPlan, plan_ladder, plan_step
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.run_history import RunHistory
@@ -50,6 +55,9 @@ class _Finished:
 
 #: what :meth:`Planner.next_round` returns when nothing is left to plan
 FINISHED = _Finished()
+
+#: the planner's phases, in order (each a ``Planner._<phase>`` method)
+PHASES = ("ladder", "sweep", "scale", "follow_up")
 
 
 @dataclass
@@ -96,35 +104,72 @@ class Planner:
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        self.phase = 0
+        self.ladder: LadderPlan = plan_ladder(ctx)
+        self.steps_done = 0
         self.sweeps_done = 0
         self.scale_done = False
         self.memory = SweepMemory()
+        self.ladder_memory = LadderMemory.new(self.memory)
         self.bisect = BisectState()
         self.tries: dict[str, int] = {}
 
     # ---- the state machine -------------------------------------------------------------------
     def next_round(self, history: RunHistory, inf: Inference) -> RoundPlan | _Finished:
         """The next round to run, or :data:`FINISHED`."""
+        while self.phase < len(PHASES):
+            plan = getattr(self, "_" + PHASES[self.phase])(history, inf)
+            if plan is not None:
+                return plan
+            self.phase += 1
+        return FINISHED
+
+    def _ladder(self, history: RunHistory, inf: Inference) -> RoundPlan | None:
+        steps = self.ladder.steps
+        while self.steps_done < len(steps):
+            step = steps[self.steps_done]
+            self.steps_done += 1
+            if step.only_on_failure and not history.anything_failed():
+                continue
+            tests = plan_step(step, self.ctx, history, inf, self.ladder_memory, self.tries)
+            if tests:
+                return RoundPlan(step.kind, tuple(tests))
+        return None
+
+    def _sweep(self, history: RunHistory, inf: Inference) -> RoundPlan | None:
         pol = self.ctx.policy
+        if self.ladder.steps or self.ctx.policy.levels:
+            return None  # the ladder ran the pairing rounds
         while self.sweeps_done < pol.sweep_rounds:
             self.sweeps_done += 1
             if (self.sweeps_done > 1 and pol.second_round_only_on_failure
                     and not history.anything_failed()):
-                break
+                return None
             tests = plan_sweep_round(self.ctx, self.sweeps_done, inf, history, self.memory)
             if tests:
                 return RoundPlan(RoundKind.SWEEP, tuple(tests))
-            break  # nobody left to pair: on to the next phase
-        self.sweeps_done = pol.sweep_rounds
-        if not self.scale_done:
-            self.scale_done = True
-            tests = self._scale_round(history, inf)
-            if tests:
-                return RoundPlan(RoundKind.SCALE, tuple(tests))
-        if history.round_count >= pol.max_rounds:
-            return FINISHED
+            return None  # nobody left to pair: on to the next phase
+        return None
+
+    def _scale(self, history: RunHistory, inf: Inference) -> RoundPlan | None:
+        if self.scale_done:
+            return None
+        self.scale_done = True  # one round at most
+        tests = self._scale_round(history, inf)
+        return RoundPlan(RoundKind.SCALE, tuple(tests)) if tests else None
+
+    @property
+    def round_limit(self) -> int:
+        """``policy.max_rounds``, plus the ladder's rounds beyond the ``sweep_rounds`` pairing
+        rounds it stands for (the ladder does not eat the follow-up rounds)."""
+        pol = self.ctx.policy
+        return pol.max_rounds + max(0, len(self.ladder.steps) - pol.sweep_rounds)
+
+    def _follow_up(self, history: RunHistory, inf: Inference) -> RoundPlan | None:
+        if history.round_count >= self.round_limit:
+            return None
         tests = plan_followup_round(self.ctx, history, inf, self.bisect, self.tries)
-        return RoundPlan(RoundKind.FOLLOW_UP, tuple(tests)) if tests else FINISHED
+        return RoundPlan(RoundKind.FOLLOW_UP, tuple(tests)) if tests else None
 
     def absorb(self, history: RunHistory, inf: Inference) -> None:
         """Read the round just run: queue failing scale groups, advance bisection steps."""

@@ -30,10 +30,11 @@ class SweepMemory:
 
 
 def plan_sweep_round(ctx: RunContext, k: int, inf: Inference, history: RunHistory,
-                     memory: SweepMemory) -> list[Test]:
-    """The tests of pairing round ``k`` (bisect: the log's suspects first, in round 1)."""
+                     memory: SweepMemory, builder: RoundBuilder | None = None) -> list[Test]:
+    """The tests of pairing round ``k`` (bisect: the log's suspects first, in round 1), added
+    to ``builder`` when given (tests already in it keep their resources)."""
     pol, view = ctx.policy, ctx.view
-    b = ctx.builder(history)
+    b = builder or ctx.builder(history)
     active = ctx.active(inf)
     if ctx.mode == "bisect" and k == 1 and ctx.log_suspects:
         _log_first(b, active, ctx.log_suspects)
@@ -56,6 +57,8 @@ def plan_sweep_round(ctx: RunContext, k: int, inf: Inference, history: RunHistor
             b.add_group((a, c), "sweep", probe=pol.pair_probe)
         _remember(memory, None, plan)
     for t in b.tests:
+        if len(t.nodes) < 2:
+            continue
         rail = (t.params.rails or (None,))[0] if pol.per_rail else None
         memory.avoid[rail].add(pair_key(*t.nodes[:2]))
     return b.tests

@@ -1,0 +1,325 @@
+"""The ladder: which levels (nodes per test) a run climbs, in which rounds, and how each level
+carves the nodes into groups (DESIGN.md "How faults are found", steps 0-2).
+
+Levels are 1, 2, 4 and 8 nodes per test (the test spec's ``levels``, or ``--levels``). A level
+is kept when the spec has a probe for it and the hardware can run it; otherwise it is skipped
+with a stated reason (a GPU-less spec has no 1x: there is no NVLink/PCIe path to test).
+
+Rounds (every level >= 2 runs two carvings, each node with different partners over different
+paths; a node is in one collective per round, so levels cannot share a node's round except 1x):
+
+====== ============================================================================
+round  tests
+====== ============================================================================
+1      1x nccl on every node (NVLink/PCIe only) **beside** 2x ib_write_bw carving 1
+2      2x ib_write_bw carving 2
+3, 4   2x nccl over pairs, carvings 1 and 2
+5, 6   4x nccl groups across leaves (and pods), carvings 1 and 2
+7, 8   8x nccl groups, carvings 1 and 2
+====== ============================================================================
+
+1x shares round 1 with the first rail-pair round because the two use disjoint parts of a
+node: a 1x collective runs over NVLink inside the node and touches no NIC, ib_write_bw runs NIC
+to NIC. Everything else owns what it measures. The gate climbs a shorter ladder (1x beside one
+rail-pair round, then one collective over all the job's nodes; the second rail-pair round only
+when something failed).
+
+The planner (:mod:`fabriccheck.planning.planner`) walks :func:`ladder_steps` one round at a
+time; a preflight/signals phase would be one more :class:`Step` kind ahead of them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from fabriccheck.errors import ConfigError
+from fabriccheck.inference.attribute import Inference
+from fabriccheck.models import RoundKind, Test
+from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
+from fabriccheck.policy import GROUP_PROBES
+from fabriccheck.run_history import RunHistory
+
+if TYPE_CHECKING:  # the planner imports this module; the context type only annotates
+    from fabriccheck.planning.planner import RunContext
+
+#: the levels a sweep climbs when neither the spec nor ``--levels`` says
+DEFAULT_LEVELS = (1, 2, 4, 8)
+#: every level fabriccheck can plan
+LEVELS = (1, 2, 4, 8)
+#: pseudo-level of the gate's collective over all of the job's nodes
+JOB = 0
+
+
+@dataclass(frozen=True)
+class Step:
+    """One ladder round: ``level`` nodes per test, ``carving`` 1 or 2, what runs.
+
+    ``pairs``: the per-rail pair probe (ib_write_bw/iperf3) carving; ``group``: a collective
+    level (``level`` 1: each node alone; :data:`JOB`: all nodes in one group); ``with_solo``:
+    the 1x tests run beside this round's pair tests; ``only_on_failure``: skipped when nothing
+    failed so far (gate).
+    """
+
+    level: int
+    carving: int
+    pairs: bool = False
+    group: bool = False
+    with_solo: bool = False
+    only_on_failure: bool = False
+
+    @property
+    def kind(self) -> RoundKind:
+        return RoundKind.SCALE if self.group and self.level in (4, 8, JOB) else RoundKind.SWEEP
+
+    @property
+    def name(self) -> str:
+        what = "job" if self.level == JOB else f"{self.level}x"
+        probe = "pairs" if self.pairs else "collective"
+        return f"{what} {probe} carving {self.carving}" + (" + 1x" if self.with_solo else "")
+
+
+@dataclass(frozen=True)
+class LadderPlan:
+    """The levels kept, the levels skipped (level -> reason) and the rounds to run."""
+
+    levels: tuple[int, ...]
+    skipped: dict[int, str]
+    steps: tuple[Step, ...]
+
+    def info(self) -> dict:
+        """For the run result (``ladder``): levels, skipped levels with reasons, rounds."""
+        return {"levels": list(self.levels),
+                "skipped": {str(k): v for k, v in sorted(self.skipped.items())},
+                "steps": [s.name for s in self.steps]}
+
+
+def parse_levels(text: str, source: str = "--levels") -> tuple[int, ...]:
+    """``"1,2,4"`` -> ``(1, 2, 4)``; a :class:`ConfigError` naming what is wrong.
+
+    >>> parse_levels("8, 1,2")
+    (1, 2, 8)
+    """
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"levels must be integers, got {text!r}", source=source,
+                          hint="e.g. --levels 1,2 (any of 1, 2, 4, 8)") from None
+    return check_levels(vals, source)
+
+
+def check_levels(vals: Sequence[int], source: str = "levels") -> tuple[int, ...]:
+    """Sorted, unique levels, each one of :data:`LEVELS` (a :class:`ConfigError` otherwise)."""
+    bad = [v for v in vals if v not in LEVELS]
+    if bad or not vals:
+        raise ConfigError(f"unknown level {bad[0]!r}" if bad else "no levels given",
+                          source=source, hint="levels are nodes per test: 1, 2, 4 or 8")
+    return tuple(sorted(set(vals)))
+
+
+def group_probe(ctx: RunContext) -> str | None:
+    """The collective the ladder runs (the policy's scale probe when the spec defines it)."""
+    have = {p.probe for p in ctx.spec.probes}
+    for probe in (ctx.policy.scale_probe, *GROUP_PROBES):
+        if probe in have:
+            return probe
+    return None
+
+
+def plan_ladder(ctx: RunContext) -> LadderPlan:
+    """The ladder of this run: requested levels, minus those the spec or hardware cannot run."""
+    pol = ctx.policy
+    want = pol.levels if pol.levels is not None else (
+        DEFAULT_LEVELS if ctx.mode in ("sweep", "gate") else ())
+    if not want:
+        return LadderPlan((), {}, ())
+    probe = group_probe(ctx)
+    skipped: dict[int, str] = {}
+    keep: list[int] = []
+    n = len(ctx.nodes)
+    for lv in want:
+        why = _skip_reason(ctx, lv, probe, n)
+        if why:
+            skipped[lv] = why
+        else:
+            keep.append(lv)
+    steps = _gate_steps(ctx, keep, probe) if ctx.mode == "gate" else _sweep_steps(ctx, keep)
+    return LadderPlan(tuple(keep), skipped, tuple(steps))
+
+
+def _skip_reason(ctx: RunContext, level: int, probe: str | None, n: int) -> str:
+    spec = ctx.spec
+    if level == 1:
+        if probe != "nccl" or not spec.gpus_per_node:
+            return ("no GPUs in the spec (gpus_per_node 0): 1x tests the NVLink/PCIe path "
+                    "inside a node with nccl-tests" if not spec.gpus_per_node else
+                    "the spec has no nccl entry for the 1x test")
+        if not any(p.probe == probe and p.group_size == 1 for p in spec.probes):
+            return f"the spec has no 1-node {probe} bar"
+        return ""
+    if level == 2:
+        return "" if ctx.policy.per_rail or probe else "the spec has no probe for pairs"
+    if probe is None:
+        return "the spec has no collective probe (nccl or allreduce-cpu)"
+    if n < level:
+        return f"only {n} node(s) in scope"
+    return ""
+
+
+def _sweep_steps(ctx: RunContext, levels: Sequence[int]) -> list[Step]:
+    steps: list[Step] = []
+    solo = 1 in levels
+    if 2 in levels:
+        if ctx.policy.per_rail:
+            steps += [Step(2, 1, pairs=True, with_solo=solo), Step(2, 2, pairs=True)]
+            solo = False
+        steps += [Step(2, 1, group=True), Step(2, 2, group=True)] if group_probe(ctx) else []
+    if solo:
+        steps.insert(0, Step(1, 1, group=True))
+    steps += [Step(lv, c, group=True) for lv in (4, 8) if lv in levels for c in (1, 2)]
+    return steps
+
+
+def _gate_steps(ctx: RunContext, levels: Sequence[int], probe: str | None) -> list[Step]:
+    """1x beside one rail-pair round; one collective over the job's nodes; the second rail-pair
+    round only when something failed."""
+    steps: list[Step] = []
+    solo = 1 in levels
+    if 2 in levels and ctx.policy.per_rail:
+        steps.append(Step(2, 1, pairs=True, with_solo=solo))
+    elif 2 in levels:
+        steps.append(Step(2, 1, group=True))
+    elif solo:
+        steps.append(Step(1, 1, group=True))
+    if probe and len(ctx.nodes) > 2 and any(lv > 2 for lv in levels):
+        steps.append(Step(JOB, 1, group=True))
+    if 2 in levels:
+        steps.append(Step(2, 2, pairs=ctx.policy.per_rail, group=not ctx.policy.per_rail,
+                          only_on_failure=True))
+    return steps
+
+
+@dataclass
+class LadderMemory:
+    """What earlier ladder rounds chose: pair memory per probe, groups per level."""
+
+    rails: SweepMemory
+    pairs: SweepMemory
+    #: level -> node -> the members of its group in earlier carvings
+    met: dict[int, dict[str, set[str]]]
+
+    @classmethod
+    def new(cls, rails: SweepMemory) -> LadderMemory:
+        return cls(rails, SweepMemory(), defaultdict(lambda: defaultdict(set)))
+
+
+def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
+              memory: LadderMemory, tries: dict[str, int] | None = None) -> list[Test]:
+    """The tests of one ladder round. Rounds of 4x/8x groups, which leave blamed nodes out,
+    also retest the 1x of nodes whose 1x failed (``tries`` counts retests, as follow-up rounds
+    do), so a node-internal fault is settled by the end of the ladder."""
+    probe = group_probe(ctx)
+    if step.pairs:
+        b = ctx.builder(history)
+        if step.with_solo:
+            for n in ctx.active(inf):
+                b.add_solo(n, probe)  # type: ignore[arg-type]
+        return plan_sweep_round(ctx, step.carving, inf, history, memory.rails, builder=b)
+    if step.level == 1:
+        b = ctx.builder(history)
+        for n in ctx.active(inf):
+            b.add_solo(n, probe)  # type: ignore[arg-type]
+        return b.tests
+    if step.level == 2:
+        pctx = replace(ctx, policy=ctx.policy.with_(pair_probe=probe))
+        return plan_sweep_round(pctx, step.carving, inf, history, memory.pairs)
+    b = ctx.builder(history)
+    tries = {} if tries is None else tries
+    for node in sorted(inf.intra_suspects):
+        if probe and tries.get("solo:" + node, 0) < 2 and b.add_solo(node, probe, "confirm"):
+            tries["solo:" + node] = tries.get("solo:" + node, 0) + 1
+    active = [n for n in ctx.active(inf) if n not in inf.blamed_nodes]
+    if step.level == JOB:
+        b.add_group(sorted(active, key=lambda n: (ctx.view.pod(n), n)), "scale", probe=probe)
+        return b.tests
+    groups = carve_groups(active, step.level, ctx, step.carving, memory.met[step.level])
+    _add_groups(b, groups, ctx, probe)  # type: ignore[arg-type]
+    for t in b.tests:
+        for n in t.nodes:
+            memory.met[step.level][n].update(set(t.nodes) - {n})
+    return b.tests
+
+
+def _leaf(ctx: RunContext, node: str) -> tuple[str, ...]:
+    return ctx.view.pod(node)
+
+
+def carve_groups(nodes: Sequence[str], k: int, ctx: RunContext, carving: int,
+                 met: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """Groups of ``k`` nodes spanning as many leaves (pods) as possible, members new to each
+    other where possible (``met``: who shared a group with whom in earlier carvings).
+
+    Nodes are dealt round-robin over their leaves (a seeded leaf order per carving), and each
+    group is filled greedily from the head of the deal with nodes that met no member yet and
+    sit on a leaf the group does not have; a remainder of fewer than ``k`` nodes forms one
+    smaller group (two nodes at least).
+    """
+    rng = random.Random(f"{ctx.policy.seed}/carve/{k}/{carving}")
+    by_leaf: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for n in sorted(nodes):
+        by_leaf[_leaf(ctx, n)].append(n)
+    leaves = sorted(by_leaf)
+    rng.shuffle(leaves)
+    for lf in leaves:
+        lst = by_leaf[lf]
+        r = (carving - 1) * (len(lst) // 2 + 1)  # another slice of each leaf per carving
+        by_leaf[lf] = lst[r % len(lst):] + lst[:r % len(lst)] if lst else lst
+    deal: list[str] = []
+    depth = max((len(v) for v in by_leaf.values()), default=0)
+    for i in range(depth):
+        deal += [by_leaf[lf][i] for lf in leaves if i < len(by_leaf[lf])]
+    left = dict.fromkeys(deal)  # insertion-ordered set
+    groups: list[tuple[str, ...]] = []
+    window = 4 * k * 8
+    while len(left) >= 2:
+        head = next(iter(left))
+        group, leaves_in = [head], {_leaf(ctx, head)}
+        del left[head]
+        for strict in (True, False):
+            for cand in list(left)[:window] if strict else list(left):
+                if len(group) == k:
+                    break
+                fresh = not (met.get(cand, set()) & set(group))
+                if strict and (not fresh or _leaf(ctx, cand) in leaves_in):
+                    continue
+                group.append(cand)
+                leaves_in.add(_leaf(ctx, cand))
+                del left[cand]
+            if len(group) == k:
+                break
+        groups.append(tuple(group))
+    return groups
+
+
+def _add_groups(b: RoundBuilder, groups: list[tuple[str, ...]], ctx: RunContext,
+                probe: str) -> None:
+    """Each group with its ring ordered by leaf (fewest crossings). A group whose ring would
+    share a link with another test of the round is re-carved among the rest by leaf (rings
+    that stay on or near their leaves); what still finds no room waits for the other carving
+    (two rings on one link halve each other and look like a fault: never forced)."""
+    order = {n: i for i, n in enumerate(sorted(ctx.nodes, key=lambda n: (_leaf(ctx, n), n)))}
+    spill: list[str] = []
+    for g in groups:
+        ring = tuple(sorted(g, key=order.__getitem__))
+        if b.add_group(ring, "scale", probe=probe) is None:
+            spill += ring
+    spill.sort(key=order.__getitem__)
+    k = max((len(g) for g in groups), default=2)
+    for i in range(0, len(spill), k):
+        ring = tuple(spill[i:i + k])
+        if len(ring) >= 2:
+            b.add_group(ring, "scale", probe=probe)
