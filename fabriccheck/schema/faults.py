@@ -107,8 +107,8 @@ class LinkFlapping(StrictModel):
 FAULT_MODELS = (NicDegraded, NicDown, NodeSlow, GpuLinkDegraded, NodeHang, NodeUnreachable,
                 LinkDegraded, LinkDown, LinkFlapping)  # fmt: skip
 AnyFault = Annotated[
-    NicDegraded | NicDown | NodeSlow | GpuLinkDegraded | NodeHang | NodeUnreachable | LinkDegraded | LinkDown
-    | LinkFlapping,
+    NicDegraded | NicDown | NodeSlow | GpuLinkDegraded | NodeHang | NodeUnreachable
+    | LinkDegraded | LinkDown | LinkFlapping,
     Field(discriminator="kind"),
 ]
 
