@@ -110,9 +110,9 @@ def spec_probes(spec: object, pair_probe: str | None = None) -> dict[str, str]:
 
 def GatePolicy(**changes: object) -> SweepPolicy:  # noqa: N802 - a policy preset, reads as a type
     """The gate preset: 1x beside one rail-pair round, one collective over the job's nodes,
-    more only if something failed or a NIC is still untested (five rounds at most: the old
-    four plus the job's collective), inside a hard budget."""
-    base = SweepPolicy(mode="gate", sweep_rounds=1, max_rounds=5,
+    more only if something failed or a NIC is still untested (``max_rounds`` four, plus the
+    ladder's rounds beyond the first: see ``Planner.round_limit``), inside a hard budget."""
+    base = SweepPolicy(mode="gate", sweep_rounds=1, max_rounds=4,
                        second_round_only_on_failure=True, budget_s=300.0)
     return replace(base, **changes)  # type: ignore[arg-type]
 

@@ -66,6 +66,8 @@ class TestSpec:
     intra_node_busbw_gbps: float = 0.0
     #: user signals from the spec's ``signals:`` list
     signals: tuple[SignalSpec, ...] = ()
+    #: the ladder's levels (nodes per test); None: the default 1, 2, 4, 8
+    levels: tuple[int, ...] | None = None
 
     __test__ = False  # not a pytest class
 
@@ -104,7 +106,7 @@ PROBE_UNITS = {
 }
 _TOP_FIELDS = (
     "name", "sku", "fabric", "description", "gpus_per_node", "nic_gbps", "intra_node_busbw_gbps",
-    "timeout_s", "probes", "signals",
+    "timeout_s", "probes", "signals", "levels",
 )
 
 #: the repository's bundled spec files
@@ -183,6 +185,7 @@ def spec_from_dict(data: object, *, source: str) -> TestSpec:
         source=source,
         intra_node_busbw_gbps=top.number("intra_node_busbw_gbps", 0.0, positive=False),
         signals=tuple(_signal(s) for s in model.signals),
+        levels=tuple(sorted(set(model.levels))) if model.levels else None,
     )
 
 

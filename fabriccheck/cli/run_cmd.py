@@ -125,12 +125,22 @@ def _finish(result: RunResult, json_: bool, code: int) -> None:
     raise typer.Exit(code)
 
 
-def _policy(mode: str, spec=None, **kw):
+Levels = Annotated[str | None, typer.Option(
+    "--levels", help="Ladder levels (nodes per test), e.g. 1,2 (default: the spec's levels, "
+                     "else 1,2,4,8).")]
+
+
+def _policy(mode: str, spec=None, levels: str | None = None, **kw):
+    from fabriccheck.planning.ladder import parse_levels
     from fabriccheck.policy import BisectPolicy, GatePolicy, SweepPolicy, spec_probes
 
     kw = {k: v for k, v in kw.items() if v is not None}
     if spec is not None:  # probes default to what the test spec defines
         kw.update(spec_probes(spec, kw.get("pair_probe")))
+    if levels is not None:
+        kw["levels"] = parse_levels(levels)
+    elif spec is not None and getattr(spec, "levels", None) and mode != "bisect":
+        kw["levels"] = spec.levels
     return {"gate": GatePolicy, "bisect": BisectPolicy, "sweep": SweepPolicy}[mode](**kw)
 
 
@@ -153,6 +163,10 @@ def _run_guard(mode: str, opts: RunOptions) -> Iterator[None]:
 def _run_mode(mode: str, opts: RunOptions, ops: OpsOptions, **policy) -> None:
     """Check, set up, run and report one sweep or gate."""
     with _run_guard(mode, opts):
+        if policy.get("levels") is not None:  # a bad flag fails before anything loads
+            from fabriccheck.planning.ladder import parse_levels
+
+            parse_levels(policy["levels"])
         check_flags(mode, opts)
         s = setup(opts)
         pol = _policy(mode, spec=s.spec, seed=opts.seed, pair_probe=opts.probe,
@@ -163,20 +177,23 @@ def _run_mode(mode: str, opts: RunOptions, ops: OpsOptions, **policy) -> None:
 
 @run_command("sweep")
 def sweep(opts: RunOptions, scale: Scale = 0, partition: oo.Partition = None,
-          selector: oo.Selector = None, skip_tested_within: oo.SkipTested = 0.0) -> None:
-    """Two-round sweep of idle nodes: attribution, confirmation, bisection, link localization."""
+          selector: oo.Selector = None, skip_tested_within: oo.SkipTested = 0.0,
+          levels: Levels = None) -> None:
+    """The ladder over idle nodes (1x, 2x, 4x, 8x; two carvings per level >= 2): attribution,
+    confirmation, bisection, link localization."""
     ops = opts.ops(partition=partition, selector=selector, skip_tested_within=skip_tested_within)
-    _run_mode("sweep", opts, ops, scale_group_size=scale)
+    _run_mode("sweep", opts, ops, scale_group_size=scale, levels=levels)
 
 
 @run_command("gate", budget_s=300.0)
-def gate(opts: RunOptions) -> None:
-    """Pre-job gate: one round over the job's nodes (a second only if something failed).
+def gate(opts: RunOptions, levels: Levels = None) -> None:
+    """Pre-job gate: 1x beside one rail-pair round, one collective over the job's nodes (a
+    second pair round only if something failed).
 
     Nodes: NODES / --nodes, else the Slurm allocation (SLURM_JOB_NODELIST).
     Exit 0 go, 1 bad nodes (listed), 2 usage error, 3 could not test.
     """
-    _run_mode("gate", opts, opts.ops())
+    _run_mode("gate", opts, opts.ops(), levels=levels)
 
 
 @run_command("bisect")

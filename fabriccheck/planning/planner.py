@@ -29,7 +29,14 @@ from fabriccheck.models import FAIL, HANG, PASS, RoundKind, Test
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.followup import BisectTask
 from fabriccheck.planning.followup_round import plan_followup_round
-from fabriccheck.planning.ladder import LadderMemory, LadderPlan, plan_ladder, plan_step
+from fabriccheck.planning.ladder import (
+    JOB,
+    LadderMemory,
+    LadderPlan,
+    Step,
+    plan_ladder,
+    plan_step,
+)
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.run_history import RunHistory
@@ -109,6 +116,9 @@ class Planner:
         self.steps_done = 0
         self.sweeps_done = 0
         self.scale_done = False
+        self.last_step: Step | None = None
+        #: ladder level -> node -> (failing group test ids, group tests) at that level
+        self.at_scale: dict[int, dict[str, tuple[list[str], int]]] = {}
         self.memory = SweepMemory()
         self.ladder_memory = LadderMemory.new(self.memory)
         self.bisect = BisectState()
@@ -132,6 +142,7 @@ class Planner:
             if step.only_on_failure and not history.anything_failed():
                 continue
             tests = plan_step(step, self.ctx, history, inf, self.ladder_memory, self.tries)
+            self.last_step = step
             if tests:
                 return RoundPlan(step.kind, tuple(tests))
         return None
@@ -176,7 +187,10 @@ class Planner:
         last = history.last
         if last is None:
             return
-        if last.kind == RoundKind.SCALE:
+        step, self.last_step = self.last_step, None
+        if last.kind == RoundKind.SCALE and step is not None and step.level != JOB:
+            self._note_ladder_groups(step, last.observations, inf)
+        elif last.kind == RoundKind.SCALE:
             self._queue_scale_failures(last.observations, inf)
         elif last.kind == RoundKind.FOLLOW_UP:
             self._advance_bisect(history, inf)
@@ -206,6 +220,29 @@ class Planner:
                 self.bisect.tasks.append(BisectTask(o.test.nodes, len(o.test.nodes),
                                                     o.test.test_id))
                 self.bisect.suspects.update(o.test.nodes)
+
+    def _note_ladder_groups(self, step: Step, observations: Sequence, inf: Inference) -> None:
+        """Count each node's group tests and failures at the step's level; after the level's
+        last carving, nodes that failed in every group they were in (two at least, with
+        different members over different paths) and that nothing else explains are bisected.
+        A group failing in one carving only is a glitch or its path's business (links)."""
+        seen = self.at_scale.setdefault(step.level, {})
+        for o in observations:
+            if len(o.test.nodes) < 2 or o.status not in (PASS, FAIL, HANG):
+                continue
+            for n in o.test.nodes:
+                ids, k = seen.get(n, ([], 0))
+                seen[n] = ([*ids, o.test.test_id] if o.status != PASS else ids, k + 1)
+        last = not any(s.level == step.level and s.group
+                       for s in self.ladder.steps[self.steps_done:])
+        if not last:
+            return
+        suspects = sorted(n for n, (ids, k) in seen.items()
+                          if k >= 2 and len(ids) == k and n not in inf.blamed_nodes)
+        if suspects:
+            origin = seen[suspects[0]][0][0]
+            self.bisect.tasks.append(BisectTask(tuple(suspects), step.level, origin))
+            self.bisect.suspects.update(suspects)
 
     def _advance_bisect(self, history: RunHistory, inf: Inference) -> None:
         """A failing part is split again (or is the culprit); a passing one clears its nodes."""

@@ -24,6 +24,16 @@ def _group_size(value: Any) -> Any:
     return value
 
 
+def _levels(value: Any) -> Any:
+    if not isinstance(value, list) or not value:
+        raise fail(f"levels is a non-empty list of nodes per test, got {value!r}",
+                   hint="e.g. levels: [1, 2, 4, 8]")
+    for v in value:
+        if isinstance(v, bool) or v not in (1, 2, 4, 8):
+            raise fail(f"unknown level {v!r}", hint="levels are nodes per test: 1, 2, 4 or 8")
+    return value
+
+
 class GroupBar(StrictModel):
     """The bar at one group size (bandwidth: floor <= warn <= expected; latency reversed)."""
 
@@ -73,6 +83,8 @@ class SpecFile(StrictModel):
     nic_gbps: Positive = Field(description="line rate of one NIC")
     intra_node_busbw_gbps: float = Field(0.0, ge=0, description="1x NCCL busbw, GB/s")
     timeout_s: Positive = Field(120.0, description="every test is killed after it (a hang)")
+    levels: Annotated[list[int], BeforeValidator(_levels)] | None = Field(
+        None, description="the ladder: nodes per test, of 1, 2, 4, 8 (default all four)")
     probes: Probes = Field(description="the bars per probe (at least one)")
     signals: list[SignalModel] = Field(default_factory=list, description="user signals")
 
