@@ -28,18 +28,25 @@ if TYPE_CHECKING:  # the planner imports this module; these types only annotate
 
 
 def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
-                        bisect: BisectState, tries: dict[str, int]) -> list[Test]:
-    """Every follow-up step that finds room this round, strongest evidence first."""
-    b = ctx.builder(history)
+                        bisect: BisectState, tries: dict[str, int],
+                        builder: RoundBuilder | None = None, confirm_only: bool = False
+                        ) -> list[Test]:
+    """Every follow-up step that finds room this round, strongest evidence first (added to
+    ``builder`` when given: a ladder round whose groups take the nodes left over;
+    ``confirm_only``: only 1x retests and confirmations of suspect nodes, NICs and hangs,
+    which take few nodes; localization waits for the end of the ladder)."""
+    b = builder or ctx.builder(history)
     pool = GoodPool(inf.known_good() - set(bisect.culprits) - bisect.suspects, ctx.view,
                     ctx.policy.seed, b.round_no)
     _retest_solo(ctx, inf, b, tries)
     _confirm_suspects(ctx, history, inf, b, pool, tries)
-    _retest_shadowed(ctx, history, inf, b, pool, tries)
-    _recheck_lonely(ctx, history, inf, b, pool, tries)
     for node in sorted(inf.hang_suspects):
         if tries.get(node, 0) < 2 and plan_node_confirm(node, b, pool, inf.good_nics, hang=True):
             _count(tries, node)
+    if confirm_only:
+        return b.tests
+    _retest_shadowed(ctx, history, inf, b, pool, tries)
+    _recheck_lonely(ctx, history, inf, b, pool, tries)
     if ctx.policy.localize and ctx.view.fabric == "infiniband":
         _localize_ib(ctx, inf, b, tries)
     elif ctx.policy.localize:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -218,10 +218,16 @@ class LadderMemory:
 
 
 def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
-              memory: LadderMemory, tries: dict[str, int] | None = None) -> list[Test]:
-    """The tests of one ladder round. Rounds of 4x/8x groups, which leave blamed nodes out,
-    also retest the 1x of nodes whose 1x failed (``tries`` counts retests, as follow-up rounds
-    do), so a node-internal fault is settled by the end of the ladder."""
+              memory: LadderMemory, tries: dict[str, int] | None = None,
+              follow_up: Callable[[RoundBuilder], object] | None = None) -> list[Test]:
+    """The tests of one ladder round.
+
+    Collective rounds after the rail pairs first give the round to ``follow_up`` (the planner's
+    follow-up steps: confirmations of suspects against known-good partners, 1x retests,
+    localization, bisection), then carve the nodes left free: suspects are settled while the
+    ladder climbs instead of after it (node/NIC verdicts by round 3). Rounds of 4x/8x groups,
+    which leave blamed nodes out, also retest the 1x of nodes whose 1x failed (``tries``
+    counts retests, as follow-up rounds do)."""
     probe = group_probe(ctx)
     if step.pairs:
         b = ctx.builder(history)
@@ -234,21 +240,26 @@ def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
         for n in ctx.active(inf):
             b.add_solo(n, probe)  # type: ignore[arg-type]
         return b.tests
+    b = ctx.builder(history)
+    if follow_up is not None and step.level != JOB:
+        follow_up(b)
     if step.level == 2:
         pctx = replace(ctx, policy=ctx.policy.with_(pair_probe=probe))
-        return plan_sweep_round(pctx, step.carving, inf, history, memory.pairs)
-    b = ctx.builder(history)
+        return plan_sweep_round(pctx, step.carving, inf, history, memory.pairs, builder=b)
     tries = {} if tries is None else tries
     for node in sorted(inf.intra_suspects):
         if probe and tries.get("solo:" + node, 0) < 2 and b.add_solo(node, probe, "confirm"):
             tries["solo:" + node] = tries.get("solo:" + node, 0) + 1
-    active = [n for n in ctx.active(inf) if n not in inf.blamed_nodes]
+    active = [n for n in ctx.active(inf) if n not in inf.blamed_nodes
+              and b.node_free(n) and n not in b.busy_gpus]
     if step.level == JOB:
         b.add_group(sorted(active, key=lambda n: (ctx.view.pod(n), n)), "scale", probe=probe)
         return b.tests
     groups = carve_groups(active, step.level, ctx, step.carving, memory.met[step.level])
     _add_groups(b, groups, ctx, probe)  # type: ignore[arg-type]
     for t in b.tests:
+        if t.purpose != "scale":
+            continue
         for n in t.nodes:
             memory.met[step.level][n].update(set(t.nodes) - {n})
     return b.tests

@@ -141,7 +141,8 @@ class Planner:
             self.steps_done += 1
             if step.only_on_failure and not history.anything_failed():
                 continue
-            tests = plan_step(step, self.ctx, history, inf, self.ladder_memory, self.tries)
+            tests = plan_step(step, self.ctx, history, inf, self.ladder_memory, self.tries,
+                              follow_up=self._follow_up_into(history, inf))
             self.last_step = step
             if tests:
                 return RoundPlan(step.kind, tuple(tests))
@@ -168,6 +169,14 @@ class Planner:
         self.scale_done = True  # one round at most
         tests = self._scale_round(history, inf)
         return RoundPlan(RoundKind.SCALE, tuple(tests)) if tests else None
+
+    def _follow_up_into(self, history: RunHistory, inf: Inference):
+        """Follow-up steps planned into a ladder round's builder (once suspects exist)."""
+        def plan(b) -> None:
+            if history.anything_failed():
+                plan_followup_round(self.ctx, history, inf, self.bisect, self.tries, builder=b,
+                                    confirm_only=True)
+        return plan
 
     @property
     def round_limit(self) -> int:
