@@ -26,6 +26,10 @@ from fabriccheck.topology import generate, load_topology
 from fabriccheck.topology.view import FabricView
 
 
+#: rounds of the default ladder: 1x beside rail pairs, rail pairs, 2x/4x/8x collectives x 2
+LADDER_ROUNDS = 8
+
+
 def fabric(nodes: int, fabric_kind: str, kind: str = "rail-optimized", rails: int = 8):
     """A generated fabric: >= 4 nodes per leaf, >= 2 spines (so every leaf has two uplinks)."""
     if kind == "rail-optimized":
@@ -143,8 +147,10 @@ def test_demo_cluster_finds_every_fault():
     check(res, fs, topo)
     assert res.bad_nodes == ["node-040"] and res.bad_nics == ["node-017/mlx5_3"]
     assert res.hung == ["node-033"] and res.unreachable == ["node-050"]
-    # devices by round 3 (check); RoCE link localization batches may add up to 3 rounds
-    assert res.rounds <= 6 and res.test_seconds < 120
+    # devices by round 3 (check); the ladder is 8 rounds (1x beside rail pairs, rail pairs,
+    # 2x/4x/8x collectives in two carvings); RoCE link localization batches add up to 3 rounds
+    assert res.extra["ladder"]["levels"] == [1, 2, 4, 8]
+    assert res.rounds <= 8 + 3 and res.test_seconds < 120
     for v in res.verdicts:
         if v.state == "bad":
             assert v.evidence or v.reason.startswith("drained"), v
@@ -156,8 +162,9 @@ def test_healthy_fabric_with_noise_drains_nobody(fabric_kind, seed):
     topo = fabric(128, fabric_kind, rails=4)
     res, _ = sweep(topo, {"noise": {"jitter": 0.03, "glitch_rate": 0.02}}, seed)
     assert res.drain == [] and res.bad_links == [] and res.bad_nics == []
-    # RoCE: up to roce_sample_rounds sampling batches after the sweep (ECMP paths are a hash)
-    assert res.rounds <= (4 if fabric_kind == "infiniband" else 6)
+    # the ladder's rounds, then the same follow-up room as the old two pairing rounds had
+    # (IB 2, RoCE 4: up to roce_sample_rounds sampling batches, ECMP paths are a hash)
+    assert res.rounds <= LADDER_ROUNDS + (2 if fabric_kind == "infiniband" else 4)
 
 
 @pytest.mark.parametrize("fabric_kind", ["infiniband", "roce"])
