@@ -33,8 +33,9 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
                         ) -> list[Test]:
     """Every follow-up step that finds room this round, strongest evidence first (added to
     ``builder`` when given: a ladder round whose groups take the nodes left over;
-    ``confirm_only``: only 1x retests and confirmations of suspect nodes, NICs and hangs,
-    which take few nodes; localization waits for the end of the ladder)."""
+    ``confirm_only``: only 1x retests, confirmations of suspect nodes, NICs and hangs, and
+    InfiniBand link probes, which take few nodes; RoCE sampling waits for the end of the
+    ladder)."""
     b = builder or ctx.builder(history)
     pool = GoodPool(inf.known_good() - set(bisect.culprits) - bisect.suspects, ctx.view,
                     ctx.policy.seed, b.round_no)
@@ -43,13 +44,13 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     for node in sorted(inf.hang_suspects):
         if tries.get(node, 0) < 2 and plan_node_confirm(node, b, pool, inf.good_nics, hang=True):
             _count(tries, node)
+    if ctx.policy.localize and ctx.view.fabric == "infiniband":
+        _localize_ib(ctx, inf, b, tries)  # a few probe flows per candidate set
     if confirm_only:
         return b.tests
     _retest_shadowed(ctx, history, inf, b, pool, tries)
     _recheck_lonely(ctx, history, inf, b, pool, tries)
-    if ctx.policy.localize and ctx.view.fabric == "infiniband":
-        _localize_ib(ctx, inf, b, tries)
-    elif ctx.policy.localize:
+    if ctx.policy.localize and ctx.view.fabric != "infiniband":
         _localize_roce(ctx, history, inf, b, tries)
     _bisect_steps(bisect, b, pool)
     _pair_untested(ctx, inf, b, pool, tries)
