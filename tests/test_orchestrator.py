@@ -25,7 +25,6 @@ from fabriccheck.specs import resolve_spec
 from fabriccheck.topology import generate, load_topology
 from fabriccheck.topology.view import FabricView
 
-
 #: rounds of the default ladder: 1x beside rail pairs, rail pairs, 2x/4x/8x collectives x 2
 LADDER_ROUNDS = 8
 

@@ -256,7 +256,7 @@ def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
         b.add_group(sorted(active, key=lambda n: (ctx.view.pod(n), n)), "scale", probe=probe)
         return b.tests
     groups = carve_groups(active, step.level, ctx, step.carving, memory.met[step.level])
-    _add_groups(b, groups, ctx, probe)  # type: ignore[arg-type]
+    _add_groups(b, groups, ctx, probe, step.carving)  # type: ignore[arg-type]
     for t in b.tests:
         if t.purpose != "scale":
             continue
@@ -317,7 +317,7 @@ def carve_groups(nodes: Sequence[str], k: int, ctx: RunContext, carving: int,
 
 
 def _add_groups(b: RoundBuilder, groups: list[tuple[str, ...]], ctx: RunContext,
-                probe: str) -> None:
+                probe: str, carving: int = 1) -> None:
     """Each group with its ring ordered by leaf (fewest crossings). A group whose ring would
     share a link with another test of the round is re-carved among the rest by leaf (rings
     that stay on or near their leaves); what still finds no room waits for the other carving
@@ -330,6 +330,8 @@ def _add_groups(b: RoundBuilder, groups: list[tuple[str, ...]], ctx: RunContext,
             spill += ring
     spill.sort(key=order.__getitem__)
     k = max((len(g) for g in groups), default=2)
+    shift = (carving - 1) * (k // 2)  # carving 2: group boundaries half a group further on
+    spill = spill[shift:] + spill[:shift]
     for i in range(0, len(spill), k):
         ring = tuple(spill[i:i + k])
         if len(ring) >= 2:
