@@ -24,7 +24,7 @@ def judge_round(tests: Sequence[Test], raws: Sequence[RawResult], spec: TestSpec
     rate; peers are grouped by path class)."""
     obs = [evaluate(t, r, parse_raw(t, r), spec) for t, r in zip(tests, raws, strict=True)]
     if view is not None:
-        obs = [at_line_rate(o, view, spec.nic_gbps) for o in obs]
+        obs = [at_line_rate(o, view, spec.nic_gbps, spec.gpus_per_node) for o in obs]
     attachment: Mapping[str, str] = view.topology.attachment if view is not None else {}
     return judge_against_peers(obs, earlier, attachment, z=policy.peer_z,
                                min_drop=policy.peer_min_drop)

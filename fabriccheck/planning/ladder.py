@@ -21,8 +21,8 @@ round  tests
 1x shares round 1 with the first rail-pair round because the two use disjoint parts of a
 node: a 1x collective runs over NVLink inside the node and touches no NIC, ib_write_bw runs NIC
 to NIC. Everything else owns what it measures. The gate climbs a shorter ladder (1x beside one
-rail-pair round, then one collective over all the job's nodes; the second rail-pair round only
-when something failed).
+rail-pair round, then one collective over all the job's nodes); follow-up rounds only where
+something failed.
 
 The planner (:mod:`fabriccheck.planning.planner`) walks :func:`ladder_steps` one round at a
 time; a preflight/signals phase would be one more :class:`Step` kind ahead of them.
@@ -61,8 +61,7 @@ class Step:
 
     ``pairs``: the per-rail pair probe (ib_write_bw/iperf3) carving; ``group``: a collective
     level (``level`` 1: each node alone; :data:`JOB`: all nodes in one group); ``with_solo``:
-    the 1x tests run beside this round's pair tests; ``only_on_failure``: skipped when nothing
-    failed so far (gate).
+    the 1x tests run beside this round's pair tests.
     """
 
     level: int
@@ -70,7 +69,6 @@ class Step:
     pairs: bool = False
     group: bool = False
     with_solo: bool = False
-    only_on_failure: bool = False
 
     @property
     def kind(self) -> RoundKind:
@@ -185,8 +183,8 @@ def _sweep_steps(ctx: RunContext, levels: Sequence[int]) -> list[Step]:
 
 
 def _gate_steps(ctx: RunContext, levels: Sequence[int], probe: str | None) -> list[Step]:
-    """1x beside one rail-pair round; one collective over the job's nodes; the second rail-pair
-    round only when something failed."""
+    """1x beside one rail-pair round, then one collective over the job's nodes (its own
+    shape); what failed is followed up after that (confirmations, 1x retests, untested NICs)."""
     steps: list[Step] = []
     solo = 1 in levels
     if 2 in levels and ctx.policy.per_rail:
@@ -197,9 +195,6 @@ def _gate_steps(ctx: RunContext, levels: Sequence[int], probe: str | None) -> li
         steps.append(Step(1, 1, group=True))
     if probe and len(ctx.nodes) > 2 and any(lv > 2 for lv in levels):
         steps.append(Step(JOB, 1, group=True))
-    if 2 in levels:
-        steps.append(Step(2, 2, pairs=ctx.policy.per_rail, group=not ctx.policy.per_rail,
-                          only_on_failure=True))
     return steps
 
 

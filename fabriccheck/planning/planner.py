@@ -139,8 +139,6 @@ class Planner:
         while self.steps_done < len(steps):
             step = steps[self.steps_done]
             self.steps_done += 1
-            if step.only_on_failure and not history.anything_failed():
-                continue
             tests = plan_step(step, self.ctx, history, inf, self.ladder_memory, self.tries,
                               follow_up=self._follow_up_into(history, inf))
             self.last_step = step
