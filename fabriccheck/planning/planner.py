@@ -117,8 +117,10 @@ class Planner:
         self.sweeps_done = 0
         self.scale_done = False
         self.last_step: Step | None = None
-        #: ladder level -> node -> (failing group test ids, group tests) at that level
-        self.at_scale: dict[int, dict[str, tuple[list[str], int]]] = {}
+        #: node -> (its failing 4x/8x ladder group test ids, its 4x/8x group tests)
+        self.at_scale: dict[str, tuple[list[str], int]] = {}
+        #: node -> the failing bisection part it was alone in, awaiting its confirmation
+        self.lone_fail: dict[str, str] = {}
         self.memory = SweepMemory()
         self.ladder_memory = LadderMemory.new(self.memory)
         self.bisect = BisectState()
@@ -229,20 +231,20 @@ class Planner:
                 self.bisect.suspects.update(o.test.nodes)
 
     def _note_ladder_groups(self, step: Step, observations: Sequence, inf: Inference) -> None:
-        """Count each node's group tests and failures at the step's level; after the level's
-        last carving, nodes that failed in every group they were in (two at least, with
-        different members over different paths) and that nothing else explains are bisected.
-        A group failing in one carving only is a glitch or its path's business (links)."""
-        seen = self.at_scale.setdefault(step.level, {})
+        """Count each node's 4x/8x group tests and failures; after the last 4x/8x round, nodes
+        that failed in every group they were in (two at least: both carvings, different
+        members over different paths; four with both levels) and that nothing else explains
+        are bisected. A group failing in one carving only is a glitch, contention or its
+        path's business (links)."""
+        seen = self.at_scale
         for o in observations:
-            if len(o.test.nodes) < 2 or o.status not in (PASS, FAIL, HANG):
+            if len(o.test.nodes) < 2 or o.test.purpose != "scale" \
+                    or o.status not in (PASS, FAIL, HANG):
                 continue
             for n in o.test.nodes:
                 ids, k = seen.get(n, ([], 0))
                 seen[n] = ([*ids, o.test.test_id] if o.status != PASS else ids, k + 1)
-        last = not any(s.level == step.level and s.group
-                       for s in self.ladder.steps[self.steps_done:])
-        if not last:
+        if any(s.group and s.level in (4, 8) for s in self.ladder.steps[self.steps_done:]):
             return
         suspects = sorted(n for n, (ids, k) in seen.items()
                           if k >= 2 and len(ids) == k and n not in inf.blamed_nodes)
@@ -265,7 +267,15 @@ class Planner:
                     bs.suspects -= set(o.test.nodes)
                 continue
             chain = [task.origin, test_id]
-            if len(half) == 1:
-                bs.culprits.setdefault(half[0], []).extend(chain)
+            if len(half) == 1 and self.ladder.steps and half[0] not in self.lone_fail:
+                # the ladder's suspects come from many groups, some failing by chance: one
+                # failing padded part is confirmed by a second with other padding
+                self.lone_fail[half[0]] = test_id
+                bs.tasks.append(BisectTask(half, task.size, test_id, task.depth + 1,
+                                           split=False))
+            elif len(half) == 1:
+                first = self.lone_fail.get(half[0])
+                bs.culprits.setdefault(half[0], []).extend(
+                    [task.origin, first, test_id] if first else chain)
             else:
                 bs.tasks.append(BisectTask(half, task.size, test_id, task.depth + 1))
