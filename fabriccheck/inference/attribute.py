@@ -222,11 +222,16 @@ def _beyond_noise(groups: list[LinkGroup], observations: Sequence[Observation],
     if not groups or not finished:
         return groups
     rate = max(0.005, glitches / len(finished))
+    # like with like: failing single flows are weighed against single-flow tests only (a
+    # passing ring of many flows over ECMP "may have crossed" every candidate and would
+    # dilute the count, though it most likely took other paths)
+    n_flows = {o.test.test_id: len(o.test.flows) for o in observations}
     out = []
     for g in groups:
         cands = set(g.candidates)
-        n = sum(1 for o in finished
-                if any(view.flow_links(f)[1] & cands for f in o.test.flows))
+        single = all(n_flows.get(t, 1) == 1 for t in g.evidence)
+        n = sum(1 for o in finished if (not single or len(o.test.flows) == 1)
+                and any(view.flow_links(f)[1] & cands for f in o.test.flows))
         p = binomial_tail(len(g.evidence), max(n, len(g.evidence)), rate)
         out.append(g if g.bad or p < alpha / len(groups) else replace(g, significant=False))
     return out
