@@ -144,7 +144,8 @@ def test_demo_cluster_finds_every_fault():
     data = yaml.safe_load(DEMO_FAULTS.read_text())
     res, fs = sweep(topo, data, seed=7)
     check(res, fs, topo)
-    assert res.bad_nodes == ["node-040"] and res.bad_nics == ["node-017/mlx5_3"]
+    assert res.bad_nodes == ["node-040", "node-058"] and res.bad_nics == ["node-017/mlx5_3"]
+    assert "node-internal" in next(v.reason for v in res.verdicts if v.name == "node-058")
     assert res.hung == ["node-033"] and res.unreachable == ["node-050"]
     # devices by round 3 (check); the ladder is 8 rounds (1x beside rail pairs, rail pairs,
     # 2x/4x/8x collectives in two carvings); RoCE link localization batches add up to 3 rounds
