@@ -81,6 +81,7 @@ def run(
     result = build_result(mode, nodes, history, inf, view, policy, end)
     if planner.ladder.steps or planner.ladder.skipped:
         result.extra["ladder"] = planner.ladder.info()
+        result.extra["ladder"]["scale_suspects"] = planner.open_suspects()
     result.wall_seconds = time.monotonic() - t0
     return result
 

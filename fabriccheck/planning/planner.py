@@ -121,6 +121,8 @@ class Planner:
         self.at_scale: dict[str, tuple[list[str], int]] = {}
         #: node -> the failing bisection part it was alone in, awaiting its confirmation
         self.lone_fail: dict[str, str] = {}
+        #: at-scale suspects whose lone failing part crossed spines (not convicted)
+        self.unsettled: set[str] = set()
         self.memory = SweepMemory()
         self.ladder_memory = LadderMemory.new(self.memory)
         self.bisect = BisectState()
@@ -237,10 +239,13 @@ class Planner:
         are bisected. A group failing in one carving only is a glitch, contention or its
         path's business (links)."""
         seen = self.at_scale
+        roce = self.ctx.view.fabric == "roce"
         for o in observations:
             if len(o.test.nodes) < 2 or o.test.purpose != "scale" \
                     or o.status not in (PASS, FAIL, HANG):
                 continue
+            if roce and o.status != PASS and not self._pod_local(o.test.nodes):
+                continue  # rings over ECMP spines may hash onto one link: says nothing
             for n in o.test.nodes:
                 ids, k = seen.get(n, ([], 0))
                 seen[n] = ([*ids, o.test.test_id] if o.status != PASS else ids, k + 1)
@@ -252,6 +257,15 @@ class Planner:
             origin = seen[suspects[0]][0][0]
             self.bisect.tasks.append(BisectTask(tuple(suspects), step.level, origin))
             self.bisect.suspects.update(suspects)
+
+    def _pod_local(self, nodes: Sequence[str]) -> bool:
+        """True when a group's nodes hang off the same leaves (its ring crosses no spine)."""
+        view = self.ctx.view
+        return len({view.pod(n) for n in nodes}) == 1
+
+    def open_suspects(self) -> list[str]:
+        """At-scale suspects the ladder could not settle (see :meth:`_advance_bisect`)."""
+        return sorted(self.unsettled - set(self.bisect.culprits))
 
     def _advance_bisect(self, history: RunHistory, inf: Inference) -> None:
         """A failing part is split again (or is the culprit); a passing one clears its nodes."""
@@ -267,6 +281,12 @@ class Planner:
                     bs.suspects -= set(o.test.nodes)
                 continue
             chain = [task.origin, test_id]
+            if len(half) == 1 and self.ladder.steps and not self._pod_local(o.test.nodes):
+                # its padded ring crossed spines: a slow link (or, on RoCE, two rings hashed
+                # onto one) explains it as well as the node; it convicts nobody, and the node
+                # stays an open suspect (``Planner.open_suspects``)
+                self.unsettled.add(half[0])
+                continue
             if len(half) == 1 and self.ladder.steps and half[0] not in self.lone_fail:
                 # the ladder's suspects come from many groups, some failing by chance: one
                 # failing padded part is confirmed by a second with other padding
