@@ -110,7 +110,8 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
     inf = infer(history.observations, ctx.view)
     if not stop_reason and history.round_count >= planner.round_limit and _open(inf, planner):
         stop_reason = f"max rounds ({planner.round_limit}) reached with suspects open"
-    end = RunEnd(stop_reason, budget_hit, verdict_rounds, dict(planner.bisect.culprits))
+    end = RunEnd(stop_reason, budget_hit, verdict_rounds, dict(planner.bisect.culprits),
+                 tuple(planner.open_suspects()))
     return history, inf, end
 
 

@@ -32,6 +32,9 @@ class RunEnd:
     budget_hit: bool = False
     verdict_rounds: Mapping[str, int] = field(default_factory=dict)
     scale_culprits: Mapping[str, list[str]] = field(default_factory=dict)
+    #: nodes that failed every 4x/8x group they were in, not settled by bisection (their
+    #: lone failing part crossed spines): open suspects
+    scale_suspects: tuple[str, ...] = ()
 
 
 def build_result(
@@ -42,12 +45,16 @@ def build_result(
     bad_nodes = {**inf.bad_nodes, **_scale_bad(end, inf)}
     bad_nics = _bad_nics(bad_nodes, inf, view)
     drain = set(bad_nodes) | {nic_node(n) for n in bad_nics} | set(inf.hung)
+    scale_open = {n: Verdict("node", n, SUSPECT, "failed every 4x/8x group it was in; its "
+                             "bisection part crossed spines, so a link explains it as well: "
+                             "needs a test that stays on its leaves") for n in end.scale_suspects
+                  if n not in drain and n not in inf.blamed_nodes}
     suspects = sorted(
         (set(inf.node_suspects) | set(inf.hang_suspects) | set(inf.nic_suspects)
-         | set(inf.intra_suspects))
+         | set(inf.intra_suspects) | set(scale_open))
         - drain - {n for n in inf.nic_suspects if nic_node(n) in drain}
     )
-    verdicts = [_node_verdict(n, bad_nodes, bad_nics, inf) for n in nodes]
+    verdicts = [scale_open.get(n) or _node_verdict(n, bad_nodes, bad_nics, inf) for n in nodes]
     verdicts += [bad_nics[k] for k in sorted(bad_nics)]
     verdicts += [v for k, v in sorted(inf.nic_suspects.items()) if nic_node(k) not in drain]
     out_of_play = drain | set(inf.unreachable)
