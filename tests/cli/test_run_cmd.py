@@ -138,3 +138,12 @@ def test_probe_defaults_from_the_spec_lab_tcp_has_no_ib_write_bw():
     d = json.loads(r.stdout)
     assert d["pair_probe"] == "iperf3"
     assert d["tests"] > 0 and not d["drain"]
+
+
+def test_levels_flag_limits_the_ladder_and_rejects_unknown_levels():
+    r = invoke("sweep", "-t", "roce-rail-64", "--nodes", "node-[001-016]", "--levels", "1,2",
+               "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["ladder"]["levels"] == [1, 2]
+    bad = invoke("sweep", "-t", "roce-rail-64", "--levels", "1,3")
+    assert bad.exit_code == 2 and "--levels" in bad.output and "Traceback" not in bad.output

@@ -87,3 +87,14 @@ def test_gpu_less_spec_skips_1x_with_a_reason():
 def test_bad_levels_are_one_line_errors(text):
     with pytest.raises(ConfigError):
         parse_levels(text)
+
+
+def test_spec_levels_are_validated_and_used():
+    import yaml
+
+    from fabriccheck.specs import load_spec, spec_from_dict
+
+    data = yaml.safe_load(open(load_spec("h100-ndr400-ib").source).read())
+    assert spec_from_dict({**data, "levels": [8, 1]}, source="s.yaml").levels == (1, 8)
+    with pytest.raises(ConfigError, match="levels"):
+        spec_from_dict({**data, "levels": [1, 3]}, source="s.yaml")

@@ -298,3 +298,19 @@ def test_bigger_rings_lose_a_little(ib):
     assert busbw(two) == pytest.approx(376, rel=0.01)
     assert busbw(four) == pytest.approx(376 * 0.987, rel=0.01)
     assert busbw(eight) == pytest.approx(376 * 0.974, rel=0.01)
+
+
+def test_gpu_link_degraded_slows_its_1x_fully_and_its_collectives_a_little(ib):
+    spec = h100_spec()
+    ex = sim(ib, {"faults": [{"kind": "gpu_link_degraded", "node": "node-004", "factor": 0.5}]},
+             spec=spec)
+    healthy = sim(ib, spec=spec)
+    tests = [nccl(ib, "s", ["node-004"]), pair(ib, "p", "node-004", "node-006"),
+             nccl(ib, "o", ["node-005"]), nccl(ib, "g", ["node-004", "node-007"])]
+    single, paired, other, group = ex.run_round(tests)
+    _, paired0, _, group0 = healthy.run_round(tests)
+    assert busbw(single) == pytest.approx(0.5 * spec.intra_node_busbw_gbps, rel=0.01)
+    assert busbw(other) == pytest.approx(spec.intra_node_busbw_gbps, rel=0.01)
+    assert gbits(paired) == pytest.approx(gbits(paired0), rel=0.001)  # NIC to NIC: untouched
+    # a collective over two nodes: 10% of its step is exposed to the slow path (5% slower)
+    assert busbw(group) == pytest.approx(0.95 * busbw(group0), rel=0.01)
