@@ -21,6 +21,7 @@ from fabriccheck.planning.followup import (
     plan_roce_batch,
     plan_roce_sampling,
 )
+from fabriccheck.planning.partnerless import plan_partnerless_nic
 from fabriccheck.run_history import RunHistory
 
 if TYPE_CHECKING:  # the planner imports this module; these types only annotate
@@ -205,12 +206,17 @@ def _pair_untested(ctx: RunContext, inf: Inference, b: RoundBuilder, pool: GoodP
     """Nodes nothing has judged yet (odd counts, a partner that was unreachable)."""
     blamed = inf.blamed_nodes
     solo = solo_probe(ctx)
-    for n in ctx.active(inf):
+    active = ctx.active(inf)
+    for n in active:
         if n in inf.completed or n in blamed or tries.get("untested:" + n, 0) >= 2:
             continue
         partner = pool.take_nodes(1, b, near=[n])
         if partner and b.add_pair(n, partner[0], "sweep"):
             _count(tries, "untested:" + n)
+        elif any([plan_partnerless_nic(nic, b, inf.good_nics, active) is not None
+                  for rail, nic in sorted(ctx.view.rails_of[n].items())
+                  if not _rail_partner_exists(ctx, n, rail, active)]):
+            _count(tries, "untested:" + n)  # its rails have no partner: see partnerless
         elif not partner and solo and b.add_group((n,), "sweep", probe=solo):
             _count(tries, "untested:" + n, 2)  # nobody to pair with: its intra-node test
 
@@ -246,6 +252,16 @@ def _test_untested_nics(ctx: RunContext, history: RunHistory, inf: Inference, b:
                                             met.get(n, frozenset()))
             if partner is not None and b.add_flow(n, partner, rail, "confirm") is not None:
                 _count(tries, "untested:" + nic)
+            elif partner is None and not _rail_partner_exists(ctx, n, rail, active):
+                # nobody in scope on its rail: another rail, its own node, or HCA loopback
+                if plan_partnerless_nic(nic, b, inf.good_nics, active) is not None:
+                    _count(tries, "untested:" + nic)
+
+
+def _rail_partner_exists(ctx: RunContext, node: str, rail: int, active: Iterable[str]) -> bool:
+    """Whether another node in scope has a NIC on ``rail`` (a same-rail partner may only be
+    busy this round: then wait for it rather than test across rails)."""
+    return any(m != node and rail in ctx.view.rails_of[m] for m in active)
 
 
 def solo_probe(ctx: RunContext) -> str | None:

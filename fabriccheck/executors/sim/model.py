@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,6 +60,8 @@ class Capacities:
     unreachable: frozenset[str]
     down_nics: frozenset[str]
     down_links: frozenset[LinkKey]
+    #: NIC -> its own speed factor (a loopback test sees it without the cable)
+    nic_factor: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def build(cls, topology: Topology, faults: FaultSet) -> Capacities:
@@ -104,6 +106,7 @@ class Capacities:
             unreachable=frozenset(faults.unreachable_nodes()),
             down_nics=frozenset(down_nics),
             down_links=frozenset(down_links),
+            nic_factor=nic_f,
         )
 
 
