@@ -43,9 +43,12 @@ def build_result(
     bad_nodes = {**inf.bad_nodes, **_scale_bad(end, inf)}
     bad_nics = _bad_nics(bad_nodes, inf, view)
     drain = set(bad_nodes) | {nic_node(n) for n in bad_nics} | set(inf.hung)
+    undecided = {k: v for k, v in inf.flakiness.undecided.items()
+                 if v.kind == "link" or nic_node(k) not in drain}
     suspects = sorted(
         (set(inf.node_suspects) | set(inf.hang_suspects) | set(inf.nic_suspects))
         - drain - {n for n in inf.nic_suspects if nic_node(n) in drain}
+        | set(undecided)
     )
     by_kind = _partnerless_only(history)
     verdicts = [_node_verdict(n, bad_nodes, bad_nics, inf, by_kind) for n in nodes]
@@ -56,6 +59,7 @@ def build_result(
     verdicts += [Verdict("nic", x, UNTESTED, "no test of it completed with a result that "
                          "clears or blames it") for x in untested_nics]
     verdicts += [inf.flaky[k] for k in sorted(inf.flaky)]
+    verdicts += [undecided[k] for k in sorted(undecided) if k not in inf.nic_suspects]
     switches = _switch_verdicts([g for g in inf.links if g.bad])
     in_switch = {lk for v in switches for lk in v.evidence_links}
     verdicts += [sw.verdict for sw in switches]
@@ -66,6 +70,8 @@ def build_result(
     extra = _extra(history, inf, view, policy, end, untested)
     extra["bad_switches"] = [sw.verdict.name for sw in switches]
     extra["flaky"] = sorted(inf.flaky)
+    extra["recheck"] = {"cleared": dict(sorted(inf.flakiness.cleared.items())),
+                        "undecided": sorted(undecided)}
     extra["tested_without_rail_partner"] = dict(sorted(by_kind.items()))
     return RunResult(
         mode=mode,

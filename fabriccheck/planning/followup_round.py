@@ -22,6 +22,7 @@ from fabriccheck.planning.followup import (
     plan_roce_sampling,
 )
 from fabriccheck.planning.partnerless import plan_partnerless_nic
+from fabriccheck.planning.recheck import plan_link_recheck, plan_nic_recheck
 from fabriccheck.run_history import RunHistory
 
 if TYPE_CHECKING:  # the planner imports this module; these types only annotate
@@ -95,10 +96,10 @@ def _retest_shadowed(ctx: RunContext, history: RunHistory, inf: Inference, b: Ro
 def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
                     pool: GoodPool, tries: dict[str, int]) -> None:
     """NICs that passed but also failed with nothing else to blame (noise, or an intermittent
-    part?) get two more tests against known-good partners, and IB links with two such failures
-    two fresh probes, in one recheck round per run (rechecks must not breed rechecks: more
-    rounds measured no better recall, see bench_scenarios' intermittent family).
-    :mod:`fabriccheck.inference.flaky` tells noise from a part."""
+    part?) and IB links with two such failures get ``policy.recheck_samples`` short tests
+    against proven-good partners, in waves of one round (:mod:`fabriccheck.planning.recheck`),
+    once per run (rechecks must not breed rechecks). :mod:`fabriccheck.inference.flaky` tells
+    noise from a part on those samples."""
     if not ctx.policy.per_rail or tries.get("recheck", 0):
         return
     _count(tries, "recheck")
@@ -106,10 +107,10 @@ def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
     met = history.partners
     for nic in inf.flakiness.recheck_nics:
         if nic_node(nic) in inf.completed:
-            plan_nic_confirm(nic, b, pool, inf.good_nics, local,
+            plan_nic_recheck(nic, b, pool, inf.good_nics, local,
                              met=met.get(nic_node(nic), frozenset()))
     for link in inf.flakiness.recheck_links:
-        plan_link_probes((), (link,), b, inf.good_nics, seed=ctx.policy.seed, retest=False)
+        plan_link_recheck(link, b, inf.good_nics, seed=ctx.policy.seed)
 
 
 def shadowed_nics(observations: Iterable, inf: Inference) -> list[str]:

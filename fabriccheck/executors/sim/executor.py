@@ -144,7 +144,8 @@ class SimExecutor:
         # the planner's round number when it set one: a resumed run whose first rounds were
         # replayed from history draws the same noise as an uninterrupted one
         planned = max((t.round for t in tests), default=0)
-        self.round_no = planned if planned > self.round_no else self.round_no + 1
+        # (a round run in waves calls this once per wave with the same planned round)
+        self.round_no = planned if planned >= max(1, self.round_no) else self.round_no + 1
         preps = [self._prepare(t) for t in tests]
         running = sorted((p for p in preps if p.state == "run" and any(p.hops)),
                          key=lambda p: p.test.test_id)
