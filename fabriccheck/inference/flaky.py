@@ -20,7 +20,8 @@ nothing left to blame, at least ``min_rate``). Two stages:
      its tests (1 in 3 by default) would have failed more often than that;
    - otherwise **undecided**: a suspect (exit 1) with its counts, never a silent pass.
 
-   With the defaults (32 samples, ``g`` = 2 %, ``q_min`` = 1/3, ``alpha = beta = 0.01``) a
+   The samples' glitch rate is taken as at least 2 % (short tests are noisier than the
+   sweep's). With the defaults (32 samples, ``g`` = 2 %, ``q_min`` = 1/3, ``alpha = beta = 0.01``) a
    part is cleared at 4 failures or fewer and flaky at 6 or more (``m`` up to 50); a healthy
    part is left undecided with probability about 4e-4, a part failing 1 test in 3 is missed
    (cleared) with probability below 1 %. A part failing much less often than ``q_min`` may
@@ -146,9 +147,12 @@ def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
 
 
 def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float, beta: float,
-             q_min: float) -> None:
-    """Stage 2: decide every rechecked part on its fresh samples only (module doc)."""
+             q_min: float, noise_floor: float = 0.02) -> None:
+    """Stage 2: decide every rechecked part on its fresh samples only (module doc). The
+    samples are short tests, noisier than the sweep's: their glitch rate is taken as at
+    least ``noise_floor``."""
     m = len(samples)
+    rate = max(noise_floor, fl.rate)
     for part, obs in sorted(samples.items()):
         fl.recheck_nics.pop(part, None)
         is_link = " -- " in part
@@ -159,13 +163,13 @@ def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
             continue
         fails = [o for o in obs if o.status == FAIL]
         n, f = len(obs), len(fails)
-        p = binomial_tail(f, n, fl.rate)
+        p = binomial_tail(f, n, rate)
         counts = (f"failed {f} of {n} recheck samples ({100 * f / n:.0f}%) against proven-good "
                   f"partners")
         kind = "link" if is_link else "nic"
         ids = tuple(o.test.test_id for o in fails)
         if f >= 2 and p < alpha / m:
-            why = (f"{counts}; noise at the run's glitch rate {100 * fl.rate:.1f}% explains "
+            why = (f"{counts}; noise at a glitch rate of {100 * rate:.1f}% explains "
                    f"that with p={p:.1g} (Bonferroni over {m} parts rechecked)")
             fl.flaky[part] = Verdict(kind, part, State.FLAKY, why, ids, key)
         elif binomial_cdf(f, n, q_min) < beta:

@@ -71,7 +71,9 @@ class GoodPool:
         independent evidence); then another node of ``local`` on that leaf it has not met whose
         NIC passed a test (a failure still pins the suspect); then a known-good same-leaf node
         it met before; then an un-cleared local node (a pass clears both); only then a
-        known-good node elsewhere (its test crosses links, which may be what fails).
+        known-good node elsewhere (its test crosses links, which may be what fails). A partner
+        it has not met, on any leaf, comes before one it met on a leaf that is not its own
+        (the same pair again is no new evidence: choice never loops on a small leaf).
         """
         att = self.view.topology.attachment
         leaf = att.get(nic)
@@ -92,12 +94,15 @@ class GoodPool:
                     return node
                 offer(2, node)
             else:
-                offer(5, node)
+                offer(3.4 if node not in met else 5, node)
         for node in sorted(local):
             other = self.view.rails_of[node].get(rail)
-            if (node not in exclude and other is not None and att.get(other) == leaf
-                    and b.nic_free(other, way)):
+            if node in exclude or other is None or not b.nic_free(other, way):
+                continue
+            if att.get(other) == leaf:
                 offer((1 if other in good_nics else 3) if node not in met else 4, node)
+            elif node not in met:  # a new partner across leaves beats meeting an old one again
+                offer(3.6, node)
         return best[1] if best else None
 
     def give_back(self, nodes: Sequence[str]) -> None:
