@@ -428,8 +428,19 @@ def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: 
              else "no other rail of its node passed a test")
     reason = (f"failed {len(obs)} test(s) with {len(partners)} partner(s) "
               f"({listing(sorted(partners))}), never passed; failed: {_values(obs)}; {other}")
+    # a job too small for two partner nodes: confirmations pinned to it against two or more
+    # different proven-good NICs (other rails of its partner, its own node's other NICs
+    # through the switch, HCA loopback) say its only partner is not what fails
+    pinned_obs = [o for o in obs if o.test.purpose == "confirm"
+                  and pinned.get(o.test.test_id) == node]
+    against = {x for o in pinned_obs for x in o.test.nics if x != nic} | {
+        nic for o in pinned_obs if o.test.nics == (nic,)}
     if len(partners) >= 2 and confirmed and len(obs) >= confirmed_min:
         inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason, ids)
+    elif len(against) >= 2 and len(obs) >= confirmed_min and others:
+        why = (f"; failed against {len(against)} proven-good parts with nothing else left to "
+               f"blame ({', '.join(o.test.test_id for o in pinned_obs)})")
+        inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason + why, ids)
     elif star:
         inf.bad_nics[nic] = Verdict("nic", nic, BAD, f"{reason}; {star}", ids)
     else:

@@ -69,7 +69,15 @@ def _confirm_suspects(ctx: RunContext, history: RunHistory, inf: Inference, b: R
     for way in ("client", "server"):
         for v in todo:
             seen = met.get(nic_node(v.name), frozenset())
-            if v.kind == "nic":
+            if v.kind == "nic" and not _rail_partner_good(ctx, inf, v.name, local):
+                # nobody proven good on its rail in scope (a 2-3-node job: its only partners
+                # are suspects too, meeting them again is no evidence): a proven-good NIC of
+                # another rail, its own node's other NICs, or HCA loopback
+                made = plan_partnerless_nic(
+                    v.name, b, inf.good_nics, local, "confirm", only_good=True,
+                    receive=way == "server",
+                    avoid=used[v.name].setdefault("partnerless", set())) is not None
+            elif v.kind == "nic":
                 made = plan_nic_confirm(v.name, b, pool, inf.good_nics, local, met=seen,
                                         directions=(way,),
                                         used=used[v.name].setdefault("nic", set()))
@@ -257,6 +265,14 @@ def _test_untested_nics(ctx: RunContext, history: RunHistory, inf: Inference, b:
                 # nobody in scope on its rail: another rail, its own node, or HCA loopback
                 if plan_partnerless_nic(nic, b, inf.good_nics, active) is not None:
                     _count(tries, "untested:" + nic)
+
+
+def _rail_partner_good(ctx: RunContext, inf: Inference, nic: str, active: Iterable[str]
+                       ) -> bool:
+    """Whether a proven-good NIC of ``nic``'s rail exists in scope (then wait for it)."""
+    rail = ctx.view.topology.nics[nic].rail
+    node = nic_node(nic)
+    return any(m != node and ctx.view.rails_of[m].get(rail) in inf.good_nics for m in active)
 
 
 def _rail_partner_exists(ctx: RunContext, node: str, rail: int, active: Iterable[str]) -> bool:

@@ -32,28 +32,42 @@ LOOPBACK_PROBES = ("ib_write_bw",)
 
 
 def plan_partnerless_nic(nic: str, b: RoundBuilder, good_nics: set[str],
-                         in_scope: Sequence[str], purpose: str = "sweep") -> Test | None:
+                         in_scope: Sequence[str], purpose: str = "sweep", *,
+                         only_good: bool = False, receive: bool = False,
+                         avoid: set[str] | None = None) -> Test | None:
     """One test of ``nic`` (its rail has no partner in ``in_scope``): another rail, another
     NIC of its node, or HCA loopback, in that order (see the module doc). None when nothing
-    fits this round."""
+    fits this round.
+
+    ``only_good`` keeps to proven-good partners (a confirmation: a failure then pins ``nic``);
+    ``receive`` makes ``nic`` the receiving end; ``avoid`` are partner NICs not to use again
+    (updated with the one chosen).
+    """
     topo = b.view.topology
     att = topo.attachment
     node = nic_node(nic)
-    scope = set(in_scope)
-    others = [x for x in topo.nics if x != nic and nic_node(x) in scope and x in att]
+    scope = set(in_scope) | {node}
+    avoid = avoid if avoid is not None else set()
+    others = [x for x in topo.nics if x != nic and nic_node(x) in scope and x in att
+              and x not in avoid and (x in good_nics or not only_good)]
     # known-good first, then same leaf (no switch link on the path), then other nodes before
     # the node's own NICs (a partner's failure is easier to tell from the suspect's)
     others.sort(key=lambda x: (x not in good_nics, att.get(x) != att.get(nic),
                                nic_node(x) == node, x))
     for x in others[:256]:
-        if not (b.nic_free(nic, "tx") and b.nic_free(x, "rx")):
+        src, dst = (x, nic) if receive else (nic, x)
+        if not (b.nic_free(src, "tx") and b.nic_free(dst, "rx")):
             continue
-        if not topo.candidate_paths(nic, x):
+        if not topo.candidate_paths(src, dst):
             continue  # rails that never meet (separate planes)
-        t = b.add_nic_flow(nic, x, purpose)
+        t = b.add_nic_flow(src, dst, purpose)
         if t is not None:
+            avoid.add(x)
             return t
     probe = b.policy.pair_probe if b.policy.per_rail else "ib_write_bw"
-    if probe in LOOPBACK_PROBES:
-        return b.add_nic_flow(nic, nic, purpose)
+    if probe in LOOPBACK_PROBES and nic not in avoid:
+        t = b.add_nic_flow(nic, nic, purpose)
+        if t is not None:
+            avoid.add(nic)
+        return t
     return None
