@@ -391,7 +391,8 @@ def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
     For jobs too small for a proven-good partner on the NIC's rail (every same-rail NIC in
     scope met only the suspect): the failures form a star around it. It never passed; it
     failed with at least two partners in at least two rounds; every partner's node passed
-    other tests; its own node's other rails passed (so not the node); no single un-cleared
+    other tests; at least three failures; its own node's other rails passed (so not the
+    node); no single un-cleared
     link lies on all its failing paths (no link explains them as well) and no other device
     does (the partners differ); and noise cannot make that many failures in a row on any NIC
     of the run: ``glitch_rate ** k * n_nics < alpha`` (Bonferroni over the NICs tested, at
@@ -400,7 +401,7 @@ def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
     node = nic_node(nic)
     partners = _partners(node, obs)
     rounds = {o.test.round for o in obs}
-    if (len(partners) < 2 or len(rounds) < 2 or node not in inf.good_nodes
+    if (len(obs) < 3 or len(partners) < 2 or len(rounds) < 2 or node not in inf.good_nodes
             or not partners <= inf.good_nodes
             or glitch_rate ** len(obs) * max(1, n_nics) >= alpha):
         return ""

@@ -140,7 +140,7 @@ def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
     nics = {str(p[1]): len(ids) for p, ids in sorted(lonely.items(), key=lambda kv: str(kv[0]))
             if p[0] == "nic" and str(p[1]) not in flaky}
     links = sorted(p[1] for p, ids in lonely.items()  # type: ignore[misc]
-                   if p[0] == "link" and str(p[1]) not in flaky)
+                   if p[0] == "link" and len(ids) >= 2 and str(p[1]) not in flaky)
     out_f = Flakiness(flaky, nics, links)
     out_f.rate = rate
     return out_f

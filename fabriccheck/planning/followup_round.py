@@ -22,7 +22,7 @@ from fabriccheck.planning.followup import (
     plan_roce_sampling,
 )
 from fabriccheck.planning.partnerless import plan_partnerless_nic
-from fabriccheck.planning.recheck import plan_link_recheck, plan_nic_recheck
+from fabriccheck.planning.recheck import plan_recheck
 from fabriccheck.run_history import RunHistory
 
 if TYPE_CHECKING:  # the planner imports this module; these types only annotate
@@ -111,14 +111,9 @@ def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
     if not ctx.policy.per_rail or tries.get("recheck", 0):
         return
     _count(tries, "recheck")
-    local = ctx.active(inf)
-    met = history.partners
-    for nic in inf.flakiness.recheck_nics:
-        if nic_node(nic) in inf.completed:
-            plan_nic_recheck(nic, b, pool, inf.good_nics, local,
-                             met=met.get(nic_node(nic), frozenset()))
-    for link in inf.flakiness.recheck_links:
-        plan_link_recheck(link, b, inf.good_nics, seed=ctx.policy.seed)
+    nics = [x for x in inf.flakiness.recheck_nics if nic_node(x) in inf.completed]
+    plan_recheck(b, nics, inf.flakiness.recheck_links, pool, inf.good_nics, ctx.active(inf),
+                 history.partners, seed=ctx.policy.seed)
 
 
 def shadowed_nics(observations: Iterable, inf: Inference) -> list[str]:
