@@ -168,7 +168,8 @@ def infer(
         elif comp[0] == "nic":
             _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned,
                        passes_of.get(nic_node(comp[1]), ()),
-                       star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics))
+                       star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics),
+                       no_common_link=not _common_link(by_comp[comp], cands_of, view))
     _co_suspects(fx.live, fx.cands, chosen, inf)
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
@@ -407,18 +408,26 @@ def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
         return ""
     # links surely on each failing path (on RoCE a flow takes one of its ECMP paths: only the
     # links every path shares can explain every failure), not cleared by a pass
-    links = [{name for kind, name in cands_of.get(o.test.test_id, ()) if kind == "link"}
-             & set().union(*(view.flow_links(f)[0] for f in o.test.flows)) for o in obs]
-    if set.intersection(*links):
+    if _common_link(obs, cands_of, view):
         return ""
     return (f"the only part common to {len(obs)} failures with {len(partners)} partners whose "
             f"nodes passed other tests, in {len(rounds)} rounds; no link lies on all its "
             f"failing paths")
 
 
+def _common_link(obs: list[Observation], cands_of: Mapping[str, list[Comp]],
+                 view: FabricView) -> bool:
+    """Whether one un-cleared link lies surely on every failing path of ``obs`` (on RoCE a
+    flow takes one of its ECMP paths: only links every path shares can explain every
+    failure)."""
+    links = [{name for kind, name in cands_of.get(o.test.test_id, ()) if kind == "link"}
+             & set().union(*(view.flow_links(f)[0] for f in o.test.flows)) for o in obs]
+    return bool(links and set.intersection(*links))
+
+
 def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int,
                pinned: dict[str, str], node_passes: Sequence[Observation] = (),
-               star: str = "") -> None:
+               star: str = "", no_common_link: bool = False) -> None:
     node = nic_node(nic)
     partners = _partners(node, obs)
     confirmed = any(o.test.purpose == "confirm" and pinned.get(o.test.test_id) == node
@@ -432,8 +441,12 @@ def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: 
     # a job too small for two partner nodes: confirmations pinned to it against two or more
     # different proven-good NICs (other rails of its partner, its own node's other NICs
     # through the switch, HCA loopback) say its only partner is not what fails
+    # (or, across leaves, with no device but it left to blame and no link surely on every
+    # one of its failing paths)
     pinned_obs = [o for o in obs if o.test.purpose == "confirm"
-                  and pinned.get(o.test.test_id) == node]
+                  and (pinned.get(o.test.test_id) == node
+                       or (no_common_link and all(x in inf.good_nics for x in o.test.nics
+                                                  if x != nic)))]
     against = {x for o in pinned_obs for x in o.test.nics if x != nic} | {
         nic for o in pinned_obs if o.test.nics == (nic,)}
     if len(partners) >= 2 and confirmed and len(obs) >= confirmed_min:

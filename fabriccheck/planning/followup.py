@@ -104,6 +104,8 @@ class GoodPool:
                 offer((1 if other in good_nics else 3) if node not in met else 4, node)
             elif node not in met and not same_leaf:  # a new partner across leaves beats
                 offer(3.6, node)  # meeting an old one again
+            elif other in good_nics and not same_leaf:  # met on another rail: this NIC pair
+                offer(5.5, node)  # is new and its NIC proven good (a small job's last resort)
         return best[1] if best else None
 
     def give_back(self, nodes: Sequence[str]) -> None:
