@@ -160,6 +160,8 @@ class ProbeParams(Mapping):
     probe_of: str | None = None  # the link ("a -- b") a localization probe crosses
     batch: str | None = None  # a RoCE localization batch ("leaf>leaf")
     bisect_of: str | None = None  # the failing group a bisection part comes from
+    recheck_of: str | None = None  # the part (NIC, "a -- b" link) an intermittence recheck samples
+    wave: int | None = None  # run after the round's earlier waves, on the same NICs (repeats)
 
     @classmethod
     def of(cls, values: Mapping[str, Any] | None) -> ProbeParams:

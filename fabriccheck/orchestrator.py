@@ -18,7 +18,7 @@ from fabriccheck.executors.base import Executor
 from fabriccheck.inference.attribute import Inference, infer, link_name
 from fabriccheck.inference.judge import judge_round
 from fabriccheck.inference.verdicts import RunEnd, build_result
-from fabriccheck.models import RunResult
+from fabriccheck.models import RawResult, RunResult, Test
 from fabriccheck.planning.planner import (
     FINISHED,
     PAIR_SETUP_S,
@@ -125,13 +125,32 @@ def _budget_allows(policy: SweepPolicy, history: RunHistory, plan: RoundPlan) ->
 
 def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunHistory
              ) -> RoundRecord:
-    raws = executor.run_round(list(plan.tests))
-    obs, warnings = judge_round(plan.tests, raws, ctx.spec, ctx.policy, history.observations,
+    tests, raws, seconds = run_waves(executor, plan.tests)
+    obs, warnings = judge_round(tests, raws, ctx.spec, ctx.policy, history.observations,
                                 ctx.view)
     links = tuple(frozenset().union(*(ctx.view.flow_links(f)[1] for f in o.test.flows))
                   for o in obs)
-    return RoundRecord(history.round_count + 1, plan.kind, tuple(obs),
-                       max((r.duration_s for r in raws), default=0.0), tuple(warnings), links)
+    return RoundRecord(history.round_count + 1, plan.kind, tuple(obs), seconds,
+                       tuple(warnings), links)
+
+
+def run_waves(executor: Executor, tests: Sequence[Test]
+              ) -> tuple[list[Test], list[RawResult], float]:
+    """Run a round: its tests at once, then each later wave (repeated samples of the same
+    NICs, ``params.wave``) after the one before. Returns the tests in the order run, their
+    raw results and the round's test time (the waves' longest tests, summed)."""
+    waves: dict[int, list[Test]] = {}
+    for t in tests:
+        waves.setdefault(t.params.wave or 0, []).append(t)
+    order: list[Test] = []
+    raws: list[RawResult] = []
+    seconds = 0.0
+    for w in sorted(waves):
+        got = executor.run_round(waves[w])
+        order += waves[w]
+        raws += got
+        seconds += max((r.duration_s for r in got), default=0.0)
+    return order, raws, seconds
 
 
 def _note_verdict_rounds(inf: Inference, round_no: int, acc: dict[str, int]) -> None:

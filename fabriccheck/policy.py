@@ -55,6 +55,11 @@ class SweepPolicy:
     #: RoCE: flows each way per matched leaf pair in one sampling batch after the sweep (0: off)
     roce_sample_flows: int = 2
     roce_sample_rounds: int = 3
+    #: intermittence recheck (inference.flaky): samples per rechecked part, taken in one round
+    #: as waves of short tests (two per wave: client and server against two proven-good
+    #: partners), and each sample's run time
+    recheck_samples: int = 32
+    recheck_duration_s: float = 1.0
     seed: int = 0
     levels: tuple[int, ...] | None = None
 

@@ -12,7 +12,7 @@ evidence (see :func:`infer`); otherwise it is a **suspect** and the planner conf
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -158,6 +158,8 @@ def infer(
         if o.status == PASS:
             for n in o.test.nodes:
                 passes_of[n].append(o)
+    cands_of = {o.test.test_id: c for o, c in zip(fx.live, fx.cands, strict=True)}
+    n_nics = len({x for o in observations for x in o.test.nics})
     rivalled: list[Observation] = []  # a suspect node's failures a switch explains as well
     devices = {nic_node(c[1]) for c in chosen.values() if c[0] != "link"}
     for comp in sorted(set(chosen.values())):
@@ -170,7 +172,9 @@ def infer(
                 rivalled += own
         elif comp[0] == "nic":
             _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned,
-                       passes_of.get(nic_node(comp[1]), ()))
+                       passes_of.get(nic_node(comp[1]), ()),
+                       star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics),
+                       no_common_link=not _common_link(by_comp[comp], cands_of, view))
     _co_suspects(fx.live, fx.cands, chosen, inf)
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
@@ -394,8 +398,50 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
         inf.node_suspects[node] = Verdict("node", node, SUSPECT, reason + why, ids)
 
 
+def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
+          inf: Inference, view: FabricView, n_nics: int, glitch_rate: float = 0.02,
+          alpha: float = 0.01) -> str:
+    """Why ``nic`` is the only part that explains its failures, or "" when it is not.
+
+    For jobs too small for a proven-good partner on the NIC's rail (every same-rail NIC in
+    scope met only the suspect): the failures form a star around it. It never passed; it
+    failed with at least two partners in at least two rounds; every partner's node passed
+    other tests; at least three failures; its own node's other rails passed (so not the
+    node); no single un-cleared
+    link lies on all its failing paths (no link explains them as well) and no other device
+    does (the partners differ); and noise cannot make that many failures in a row on any NIC
+    of the run: ``glitch_rate ** k * n_nics < alpha`` (Bonferroni over the NICs tested, at
+    a glitch rate of 2 %, the noise the checks here allow).
+    """
+    node = nic_node(nic)
+    partners = _partners(node, obs)
+    rounds = {o.test.round for o in obs}
+    if (len(obs) < 3 or len(partners) < 2 or len(rounds) < 2 or node not in inf.good_nodes
+            or not partners <= inf.good_nodes
+            or glitch_rate ** len(obs) * max(1, n_nics) >= alpha):
+        return ""
+    # links surely on each failing path (on RoCE a flow takes one of its ECMP paths: only the
+    # links every path shares can explain every failure), not cleared by a pass
+    if _common_link(obs, cands_of, view):
+        return ""
+    return (f"the only part common to {len(obs)} failures with {len(partners)} partners whose "
+            f"nodes passed other tests, in {len(rounds)} rounds; no link lies on all its "
+            f"failing paths")
+
+
+def _common_link(obs: list[Observation], cands_of: Mapping[str, list[Comp]],
+                 view: FabricView) -> bool:
+    """Whether one un-cleared link lies surely on every failing path of ``obs`` (on RoCE a
+    flow takes one of its ECMP paths: only links every path shares can explain every
+    failure)."""
+    links = [{name for kind, name in cands_of.get(o.test.test_id, ()) if kind == "link"}
+             & set().union(*(view.flow_links(f)[0] for f in o.test.flows)) for o in obs]
+    return bool(links and set.intersection(*links))
+
+
 def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int,
-               pinned: dict[str, str], node_passes: Sequence[Observation] = ()) -> None:
+               pinned: dict[str, str], node_passes: Sequence[Observation] = (),
+               star: str = "", no_common_link: bool = False) -> None:
     node = nic_node(nic)
     partners = _partners(node, obs)
     confirmed = any(o.test.purpose == "confirm" and pinned.get(o.test.test_id) == node
@@ -406,8 +452,25 @@ def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: 
              else "no other rail of its node passed a test")
     reason = (f"failed {len(obs)} test(s) with {len(partners)} partner(s) "
               f"({listing(sorted(partners))}), never passed; failed: {_values(obs)}; {other}")
+    # a job too small for two partner nodes: confirmations pinned to it against two or more
+    # different proven-good NICs (other rails of its partner, its own node's other NICs
+    # through the switch, HCA loopback) say its only partner is not what fails
+    # (or, across leaves, with no device but it left to blame and no link surely on every
+    # one of its failing paths)
+    pinned_obs = [o for o in obs if o.test.purpose == "confirm"
+                  and (pinned.get(o.test.test_id) == node
+                       or (no_common_link and all(x in inf.good_nics for x in o.test.nics
+                                                  if x != nic)))]
+    against = {x for o in pinned_obs for x in o.test.nics if x != nic} | {
+        nic for o in pinned_obs if o.test.nics == (nic,)}
     if len(partners) >= 2 and confirmed and len(obs) >= confirmed_min:
         inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason, ids)
+    elif len(against) >= 2 and len(obs) >= confirmed_min and others:
+        why = (f"; failed against {len(against)} proven-good parts with nothing else left to "
+               f"blame ({', '.join(o.test.test_id for o in pinned_obs)})")
+        inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason + why, ids)
+    elif star:
+        inf.bad_nics[nic] = Verdict("nic", nic, BAD, f"{reason}; {star}", ids)
     else:
         inf.nic_suspects[nic] = Verdict("nic", nic, SUSPECT, reason + "; needs confirmation", ids)
 

@@ -4,10 +4,28 @@ Attribution trusts passes, so a part that passed once is cleared and its later f
 like glitches. Here those "lonely" failures are counted per part: a failing test whose every
 other node, NIC and (surely crossed) link passed elsewhere points at the part alone. Noise makes
 such failures too, at the run's glitch rate ``g`` (the share of finished tests that failed with
-nothing left to blame, at least ``min_rate``). A part is **flaky** when its lonely failures are
-too many for noise: the binomial tail ``P(X >= k | n tests, g)`` is below ``alpha`` divided by
-the number of parts tested (Bonferroni: a large run does not turn noise into verdicts), with
-at least two lonely failures and two different partners.
+nothing left to blame, at least ``min_rate``). Two stages:
+
+1. **Screen** (the sweep's own tests). A part is flaky at once when its lonely failures are too
+   many for noise: the binomial tail ``P(X >= k | n tests, g)`` below ``alpha`` divided by the
+   number of parts tested (Bonferroni), with at least two lonely failures and two partners.
+   Every other part with a lonely failure is a candidate for the recheck.
+2. **Recheck** (``planning.recheck``: ``policy.recheck_samples`` short tests of each candidate
+   against proven-good partners, in one round). Only these fresh samples are judged, so
+   choosing the candidates from the screen does not bias the test; Bonferroni is over the
+   ``m`` parts rechecked. With ``f`` failures in ``n`` samples:
+
+   - **flaky** when ``f >= 2`` and ``P(X >= f | n, g) < alpha / m`` (noise cannot explain it);
+   - **cleared** when ``P(X <= f | n, q_min) < beta``: a part failing at least ``q_min`` of
+     its tests (1 in 3 by default) would have failed more often than that;
+   - otherwise **undecided**: a suspect (exit 1) with its counts, never a silent pass.
+
+   The samples' glitch rate is taken as at least 2 % (short tests are noisier than the
+   sweep's). With the defaults (32 samples, ``g`` = 2 %, ``q_min`` = 1/3, ``alpha = beta = 0.01``) a
+   part is cleared at 4 failures or fewer and flaky at 6 or more (``m`` up to 50); a healthy
+   part is left undecided with probability about 4e-4, a part failing 1 test in 3 is missed
+   (cleared) with probability below 1 %. A part failing much less often than ``q_min`` may
+   be cleared: that is the promise's limit.
 """
 
 from __future__ import annotations
@@ -17,8 +35,26 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fabriccheck.models import FAIL, PASS, Link, Observation, State, Verdict, nic_node
+from fabriccheck.models import (
+    FAIL,
+    PASS,
+    Link,
+    Observation,
+    State,
+    Verdict,
+    link_key,
+    nic_node,
+)
 from fabriccheck.topology.view import FabricView
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """``P(X <= k)`` for ``X ~ Binomial(n, p)``.
+
+    >>> round(binomial_cdf(1, 4, 0.5), 4)
+    0.3125
+    """
+    return 1.0 - binomial_tail(k + 1, n, p)
 
 
 def binomial_tail(k: int, n: int, p: float) -> float:
@@ -38,24 +74,45 @@ class Flakiness:
     with lonely failures that are not flaky (yet): more tests of them tell noise from a part."""
 
     flaky: dict[str, Verdict] = field(default_factory=dict)
-    #: NIC -> its lonely failures so far (one or more)
+    #: NIC -> its lonely failures so far (one or more), not yet rechecked
     recheck_nics: dict[str, int] = field(default_factory=dict)
     recheck_links: list[Link] = field(default_factory=list)  # two or more (IB)
+    #: parts whose recheck (or lack of one) decided nothing: suspects, never a silent pass
+    undecided: dict[str, Verdict] = field(default_factory=dict)
+    rate: float = 0.0  # the run's glitch rate the screen measured
+    #: parts the recheck cleared: name -> "f of n"
+    cleared: dict[str, str] = field(default_factory=dict)
 
 
 def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes: set[str],
                good_nics: set[str], good_links: set[Link], contended: set[str], *,
-               alpha: float = 0.01, min_rate: float = 0.005) -> Flakiness:
-    """Count lonely failures per part and keep the parts noise cannot explain.
+               alpha: float = 0.01, min_rate: float = 0.005, q_min: float = 1 / 3,
+               beta: float = 0.01) -> Flakiness:
+    """Count lonely failures per part and keep the parts noise cannot explain (module doc).
 
     ``contended`` are failing tests that ECMP contention may explain (RoCE): they count for
     nobody. Group tests (4x, 8x) do not count either: a failure that only shows at scale is
     bisection's to find, not a sign of an intermittent part.
     """
-    finished = [o for o in observations if o.status in (PASS, FAIL)
-                and o.test.test_id not in contended and o.test.group_size <= 2]
+    done = [o for o in observations if o.status in (PASS, FAIL)
+            and o.test.test_id not in contended and o.test.group_size <= 2]
+    finished = [o for o in done if not o.test.params.recheck_of]
     if not finished:
         return Flakiness()
+    screen = _screen(finished, view, good_nodes, good_nics, good_links, alpha, min_rate)
+    samples: dict[str, list[Observation]] = defaultdict(list)
+    for o in done:
+        if o.test.params.recheck_of:
+            samples[o.test.params.recheck_of].append(o)
+    if samples:
+        _recheck(screen, samples, alpha, beta, q_min)
+    return screen
+
+
+def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
+            good_nics: set[str], good_links: set[Link], alpha: float,
+            min_rate: float) -> Flakiness:
+    """Stage 1 on the run's own tests (the recheck's samples excluded)."""
     tally: dict[tuple[str, object], list[Observation]] = defaultdict(list)
     for o in finished:
         for part in _parts(o, view):
@@ -84,7 +141,43 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
             if p[0] == "nic" and str(p[1]) not in flaky}
     links = sorted(p[1] for p, ids in lonely.items()  # type: ignore[misc]
                    if p[0] == "link" and len(ids) >= 2 and str(p[1]) not in flaky)
-    return Flakiness(flaky, nics, links)
+    out_f = Flakiness(flaky, nics, links)
+    out_f.rate = rate
+    return out_f
+
+
+def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float, beta: float,
+             q_min: float, noise_floor: float = 0.02) -> None:
+    """Stage 2: decide every rechecked part on its fresh samples only (module doc). The
+    samples are short tests, noisier than the sweep's: their glitch rate is taken as at
+    least ``noise_floor``."""
+    m = len(samples)
+    rate = max(noise_floor, fl.rate)
+    for part, obs in sorted(samples.items()):
+        fl.recheck_nics.pop(part, None)
+        is_link = " -- " in part
+        key = link_key(*part.split(" -- ", 1)) if is_link else None
+        if is_link:
+            fl.recheck_links = [lk for lk in fl.recheck_links if lk != key]
+        if part in fl.flaky:
+            continue
+        fails = [o for o in obs if o.status == FAIL]
+        n, f = len(obs), len(fails)
+        p = binomial_tail(f, n, rate)
+        counts = (f"failed {f} of {n} recheck samples ({100 * f / n:.0f}%) against proven-good "
+                  f"partners")
+        kind = "link" if is_link else "nic"
+        ids = tuple(o.test.test_id for o in fails)
+        if f >= 2 and p < alpha / m:
+            why = (f"{counts}; noise at a glitch rate of {100 * rate:.1f}% explains "
+                   f"that with p={p:.1g} (Bonferroni over {m} parts rechecked)")
+            fl.flaky[part] = Verdict(kind, part, State.FLAKY, why, ids, key)
+        elif binomial_cdf(f, n, q_min) < beta:
+            fl.cleared[part] = f"{f} of {n}"
+        else:
+            why = (f"{counts}: too many for noise to be sure (p={p:.1g}), too few to call it "
+                   f"intermittent; more samples would decide")
+            fl.undecided[part] = Verdict(kind, part, State.SUSPECT, why, ids, key)
 
 
 def _parts(o: Observation, view: FabricView) -> list[tuple[str, object]]:

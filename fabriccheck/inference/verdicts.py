@@ -15,6 +15,7 @@ from fabriccheck.models import (
     SUSPECT,
     UNTESTED,
     RunResult,
+    Test,
     Verdict,
     nic_node,
 )
@@ -49,12 +50,17 @@ def build_result(
                              "bisection part crossed spines, so a link explains it as well: "
                              "needs a test that stays on its leaves") for n in end.scale_suspects
                   if n not in drain and n not in inf.blamed_nodes}
+    undecided = {k: v for k, v in inf.flakiness.undecided.items()
+                 if v.kind == "link" or nic_node(k) not in drain}
     suspects = sorted(
         (set(inf.node_suspects) | set(inf.hang_suspects) | set(inf.nic_suspects)
          | set(inf.intra_suspects) | set(scale_open))
         - drain - {n for n in inf.nic_suspects if nic_node(n) in drain}
+        | set(undecided)
     )
-    verdicts = [scale_open.get(n) or _node_verdict(n, bad_nodes, bad_nics, inf) for n in nodes]
+    by_kind = _partnerless_only(history)
+    verdicts = [scale_open.get(n) or _node_verdict(n, bad_nodes, bad_nics, inf, by_kind)
+                for n in nodes]
     verdicts += [bad_nics[k] for k in sorted(bad_nics)]
     verdicts += [v for k, v in sorted(inf.nic_suspects.items()) if nic_node(k) not in drain]
     out_of_play = drain | set(inf.unreachable)
@@ -62,6 +68,7 @@ def build_result(
     verdicts += [Verdict("nic", x, UNTESTED, "no test of it completed with a result that "
                          "clears or blames it") for x in untested_nics]
     verdicts += [inf.flaky[k] for k in sorted(inf.flaky)]
+    verdicts += [undecided[k] for k in sorted(undecided) if k not in inf.nic_suspects]
     switches = _switch_verdicts([g for g in inf.links if g.bad])
     in_switch = {lk for v in switches for lk in v.evidence_links}
     verdicts += [sw.verdict for sw in switches]
@@ -72,6 +79,9 @@ def build_result(
     extra = _extra(history, inf, view, policy, end, untested)
     extra["bad_switches"] = [sw.verdict.name for sw in switches]
     extra["flaky"] = sorted(inf.flaky)
+    extra["recheck"] = {"cleared": dict(sorted(inf.flakiness.cleared.items())),
+                        "undecided": sorted(undecided)}
+    extra["tested_without_rail_partner"] = dict(sorted(by_kind.items()))
     return RunResult(
         mode=mode,
         nodes=list(nodes),
@@ -147,8 +157,41 @@ def _bad_nics(bad_nodes: dict[str, Verdict], inf: Inference, view: FabricView
     return out
 
 
+def pair_test_kind(test: Test) -> str:
+    """``"loopback"``, ``"same-node"``, ``"cross-rail"`` or ``"rail"`` for a pair test (the
+    first three are what ``planning.partnerless`` plans for a NIC with no rail partner).
+
+    >>> from fabriccheck.models import Flow, Test
+    >>> pair_test_kind(Test("t", "ib_write_bw", ("a",), (Flow("a/x", "a/x"),)))
+    'loopback'
+    """
+    if len(test.flows) != 1:
+        return "rail"
+    f = test.flows[0]
+    if f.src == f.dst:
+        return "loopback"
+    if nic_node(f.src) == nic_node(f.dst):
+        return "same-node"
+    return "cross-rail" if len(test.params.get("rails") or ()) > 1 else "rail"
+
+
+def _partnerless_only(history: RunHistory) -> dict[str, str]:
+    """NIC -> how it was tested, for NICs whose every passing test had no same-rail partner:
+    ``loopback`` (HCA loopback: its own path, not its cable), ``same-node`` (to another NIC of
+    its node through the switch) or ``cross-rail`` (see ``planning.partnerless``)."""
+    kinds: dict[str, set[str]] = {}
+    for o in history.observations:
+        if o.status == PASS and o.test.group_size <= 2 and len(o.test.flows) == 1:
+            kind = pair_test_kind(o.test)
+            for nic in o.test.nics:
+                kinds.setdefault(nic, set()).add(kind)
+    order = ("cross-rail", "same-node", "loopback")  # the strongest test it had
+    return {nic: next(k for k in order if k in ks) for nic, ks in kinds.items()
+            if "rail" not in ks}
+
+
 def _node_verdict(n: str, bad_nodes: dict[str, Verdict], bad_nics: dict[str, Verdict],
-                  inf: Inference) -> Verdict:
+                  inf: Inference, by_kind: Mapping[str, str]) -> Verdict:
     v = (bad_nodes.get(n) or inf.hung.get(n) or inf.unreachable.get(n)
          or inf.node_suspects.get(n) or inf.hang_suspects.get(n) or inf.intra_suspects.get(n))
     if v is not None:
@@ -157,7 +200,18 @@ def _node_verdict(n: str, bad_nodes: dict[str, Verdict], bad_nics: dict[str, Ver
     nic_bad = [x for x in bad_nics if nic_node(x) == n]
     reason = (f"drained for its bad NIC(s) {', '.join(nic_bad)}" if nic_bad
               else "passed its tests" if state == HEALTHY else "no test completed")
+    lone = sorted(x for x in by_kind if nic_node(x) == n)
+    if state == HEALTHY and lone and not nic_bad:
+        reason += ("; no same-rail partner in scope for " + ", ".join(
+            f"{x} (tested {_HOW[by_kind[x]]})" for x in lone))
     return Verdict("node", n, BAD if nic_bad else state, reason)
+
+
+_HOW = {
+    "cross-rail": "against a NIC of another rail",
+    "same-node": "against another NIC of its node, through the switch",
+    "loopback": "by HCA loopback: its own path, not its cable",
+}
 
 
 def _reported(g: LinkGroup) -> bool:

@@ -63,7 +63,7 @@ class GoodPool:
     def take_nic_partner(self, nic: str, rail: int, b: RoundBuilder, good_nics: set[str],
                          exclude: set[str], way: str | None = None,
                          local: Sequence[str] = (), met: set[str] | frozenset[str] = frozenset(),
-                         ) -> str | None:
+                         same_leaf: bool = False) -> str | None:
         """A partner for a confirmation on ``nic``'s rail, whose NIC is free this round.
 
         Ranked: a known-good node on ``nic``'s leaf the suspect has not met yet (the test then
@@ -71,7 +71,10 @@ class GoodPool:
         independent evidence); then another node of ``local`` on that leaf it has not met whose
         NIC passed a test (a failure still pins the suspect); then a known-good same-leaf node
         it met before; then an un-cleared local node (a pass clears both); only then a
-        known-good node elsewhere (its test crosses links, which may be what fails).
+        known-good node elsewhere (its test crosses links, which may be what fails). A partner
+        it has not met, on any leaf, comes before one it met on a leaf that is not its own
+        (the same pair again is no new evidence: choice never loops on a small leaf).
+        ``same_leaf`` keeps to the suspect's leaf (the round's links across leaves are taken).
         """
         att = self.view.topology.attachment
         leaf = att.get(nic)
@@ -85,19 +88,24 @@ class GoodPool:
         for node in self.free:
             other = self.view.rails_of[node].get(rail)
             if (node in exclude or other is None or other not in good_nics
-                    or not b.nic_free(other, way)):
+                    or not b.nic_free(other, way) or (same_leaf and att.get(other) != leaf)):
                 continue
             if att.get(other) == leaf:
                 if node not in met:
                     return node
                 offer(2, node)
             else:
-                offer(5, node)
+                offer(3.4 if node not in met else 5, node)
         for node in sorted(local):
             other = self.view.rails_of[node].get(rail)
-            if (node not in exclude and other is not None and att.get(other) == leaf
-                    and b.nic_free(other, way)):
+            if node in exclude or other is None or not b.nic_free(other, way):
+                continue
+            if att.get(other) == leaf:
                 offer((1 if other in good_nics else 3) if node not in met else 4, node)
+            elif node not in met and not same_leaf:  # a new partner across leaves beats
+                offer(3.6, node)  # meeting an old one again
+            elif other in good_nics and not same_leaf:  # met on another rail: this NIC pair
+                offer(5.5, node)  # is new and its NIC proven good (a small job's last resort)
         return best[1] if best else None
 
     def give_back(self, nodes: Sequence[str]) -> None:
@@ -141,14 +149,23 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
     used.add(node)
     for direction in directions:
         way = "rx" if direction == "client" else "tx"  # what the partner's NIC does
-        partner = pool.take_nic_partner(nic, rail, b, good_nics, used, way, local, met)
-        if partner is None:
-            break
-        used.add(partner)
-        client, server = (node, partner) if direction == "client" else (partner, node)
-        if b.add_flow(client, server, rail, "confirm") is not None:
-            made += 1
+        tried: set[str] = set()
+        for _ in range(_PARTNER_TRIES):  # a partner across leaves may find its links taken
+            partner = pool.take_nic_partner(nic, rail, b, good_nics, used | tried, way,
+                                            local, met, same_leaf=len(tried) >= 3)
+            if partner is None:
+                break
+            client, server = (node, partner) if direction == "client" else (partner, node)
+            if b.add_flow(client, server, rail, "confirm") is not None:
+                used.add(partner)
+                made += 1
+                break
+            tried.add(partner)
     return made
+
+
+#: partners tried per confirmation test before giving up for the round
+_PARTNER_TRIES = 6
 
 
 def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
@@ -176,13 +193,18 @@ def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set
             nic = b.view.rails_of[node][r]
             way = "rx" if direction == "client" else "tx"
             taken = used.setdefault(r, {node}) if used is not None else {node}
-            partner = pool.take_nic_partner(nic, r, b, good_nics, taken, way, local, met)
-            if partner is None:
-                continue
-            taken.add(partner)
-            client, server = (node, partner) if direction == "client" else (partner, node)
-            if b.add_flow(client, server, r, "confirm") is not None:
-                made += 1
+            tried: set[str] = set()
+            for _ in range(_PARTNER_TRIES):  # across leaves its links may be taken
+                partner = pool.take_nic_partner(nic, r, b, good_nics, taken | tried, way,
+                                                local, met, same_leaf=len(tried) >= 3)
+                if partner is None:
+                    break
+                client, server = (node, partner) if direction == "client" else (partner, node)
+                if b.add_flow(client, server, r, "confirm") is not None:
+                    taken.add(partner)
+                    made += 1
+                    break
+                tried.add(partner)
     return made
 
 

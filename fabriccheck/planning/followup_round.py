@@ -21,6 +21,8 @@ from fabriccheck.planning.followup import (
     plan_roce_batch,
     plan_roce_sampling,
 )
+from fabriccheck.planning.partnerless import plan_partnerless_nic
+from fabriccheck.planning.recheck import plan_recheck
 from fabriccheck.run_history import RunHistory
 
 if TYPE_CHECKING:  # the planner imports this module; these types only annotate
@@ -88,7 +90,15 @@ def _confirm_suspects(ctx: RunContext, history: RunHistory, inf: Inference, b: R
     for way in ("client", "server"):
         for v in todo:
             seen = met.get(nic_node(v.name), frozenset())
-            if v.kind == "nic":
+            if v.kind == "nic" and not _rail_partner_good(ctx, inf, v.name, local):
+                # nobody proven good on its rail in scope (a 2-3-node job: its only partners
+                # are suspects too, meeting them again is no evidence): a proven-good NIC of
+                # another rail, its own node's other NICs, or HCA loopback
+                made = plan_partnerless_nic(
+                    v.name, b, inf.good_nics, local, "confirm", only_good=True,
+                    receive=way == "server",
+                    avoid=used[v.name].setdefault("partnerless", set())) is not None
+            elif v.kind == "nic":
                 made = plan_nic_confirm(v.name, b, pool, inf.good_nics, local, met=seen,
                                         directions=(way,),
                                         used=used[v.name].setdefault("nic", set()))
@@ -115,21 +125,16 @@ def _retest_shadowed(ctx: RunContext, history: RunHistory, inf: Inference, b: Ro
 def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
                     pool: GoodPool, tries: dict[str, int]) -> None:
     """NICs that passed but also failed with nothing else to blame (noise, or an intermittent
-    part?) get two more tests against known-good partners, and IB links with two such failures
-    two fresh probes, in one recheck round per run (rechecks must not breed rechecks: more
-    rounds measured no better recall, see bench_scenarios' intermittent family).
-    :mod:`fabriccheck.inference.flaky` tells noise from a part."""
+    part?) and IB links with two such failures get ``policy.recheck_samples`` short tests
+    against proven-good partners, in waves of one round (:mod:`fabriccheck.planning.recheck`),
+    once per run (rechecks must not breed rechecks). :mod:`fabriccheck.inference.flaky` tells
+    noise from a part on those samples."""
     if not ctx.policy.per_rail or tries.get("recheck", 0):
         return
     _count(tries, "recheck")
-    local = ctx.active(inf)
-    met = history.partners
-    for nic in inf.flakiness.recheck_nics:
-        if nic_node(nic) in inf.completed:
-            plan_nic_confirm(nic, b, pool, inf.good_nics, local,
-                             met=met.get(nic_node(nic), frozenset()))
-    for link in inf.flakiness.recheck_links:
-        plan_link_probes((), (link,), b, inf.good_nics, seed=ctx.policy.seed, retest=False)
+    nics = [x for x in inf.flakiness.recheck_nics if nic_node(x) in inf.completed]
+    plan_recheck(b, nics, inf.flakiness.recheck_links, pool, inf.good_nics, ctx.active(inf),
+                 history.partners, seed=ctx.policy.seed)
 
 
 def shadowed_nics(observations: Iterable, inf: Inference) -> list[str]:
@@ -226,12 +231,17 @@ def _pair_untested(ctx: RunContext, inf: Inference, b: RoundBuilder, pool: GoodP
     """Nodes nothing has judged yet (odd counts, a partner that was unreachable)."""
     blamed = inf.blamed_nodes
     solo = solo_probe(ctx)
-    for n in ctx.active(inf):
+    active = ctx.active(inf)
+    for n in active:
         if n in inf.completed or n in blamed or tries.get("untested:" + n, 0) >= 2:
             continue
         partner = pool.take_nodes(1, b, near=[n])
         if partner and b.add_pair(n, partner[0], "sweep"):
             _count(tries, "untested:" + n)
+        elif any([plan_partnerless_nic(nic, b, inf.good_nics, active) is not None
+                  for rail, nic in sorted(ctx.view.rails_of[n].items())
+                  if not _rail_partner_exists(ctx, n, rail, active)]):
+            _count(tries, "untested:" + n)  # its rails have no partner: see partnerless
         elif not partner and solo and b.add_group((n,), "sweep", probe=solo):
             _count(tries, "untested:" + n, 2)  # nobody to pair with: its intra-node test
 
@@ -267,6 +277,24 @@ def _test_untested_nics(ctx: RunContext, history: RunHistory, inf: Inference, b:
                                             met.get(n, frozenset()))
             if partner is not None and b.add_flow(n, partner, rail, "confirm") is not None:
                 _count(tries, "untested:" + nic)
+            elif partner is None and not _rail_partner_exists(ctx, n, rail, active):
+                # nobody in scope on its rail: another rail, its own node, or HCA loopback
+                if plan_partnerless_nic(nic, b, inf.good_nics, active) is not None:
+                    _count(tries, "untested:" + nic)
+
+
+def _rail_partner_good(ctx: RunContext, inf: Inference, nic: str, active: Iterable[str]
+                       ) -> bool:
+    """Whether a proven-good NIC of ``nic``'s rail exists in scope (then wait for it)."""
+    rail = ctx.view.topology.nics[nic].rail
+    node = nic_node(nic)
+    return any(m != node and ctx.view.rails_of[m].get(rail) in inf.good_nics for m in active)
+
+
+def _rail_partner_exists(ctx: RunContext, node: str, rail: int, active: Iterable[str]) -> bool:
+    """Whether another node in scope has a NIC on ``rail`` (a same-rail partner may only be
+    busy this round: then wait for it rather than test across rails)."""
+    return any(m != node and rail in ctx.view.rails_of[m] for m in active)
 
 
 def solo_probe(ctx: RunContext) -> str | None:

@@ -88,8 +88,10 @@ class RecordingExecutor:
         live = iter(self.inner.run_round(todo) if todo else [])
         raws = [known[i] if i in known else next(live) for i in range(len(tests))]
         self.replayed += len(known)
-        round_no = self._next_round
-        self._next_round += 1
+        # a round run in waves comes here once per wave: later waves belong to the round before
+        later_wave = bool(tests) and all(t.params.wave for t in tests)
+        round_no = max(0, self._next_round - 1) if later_wave else self._next_round
+        self._next_round = round_no + 1
         if todo:  # a fully replayed round is already in the store
             obs = [_judge(t, r, self.spec) for t, r in zip(tests, raws, strict=True)]
             self.store.record_round(self.run_id, round_no, obs)

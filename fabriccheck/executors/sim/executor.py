@@ -153,9 +153,10 @@ class SimExecutor:
         # the planner's round number when it set one: a resumed run whose first rounds were
         # replayed from history draws the same noise as an uninterrupted one
         planned = max((t.round for t in tests), default=0)
-        self.round_no = planned if planned > self.round_no else self.round_no + 1
+        # (a round run in waves calls this once per wave with the same planned round)
+        self.round_no = planned if planned >= max(1, self.round_no) else self.round_no + 1
         preps = [self._prepare(t) for t in tests]
-        running = sorted((p for p in preps if p.state == "run" and p.hops),
+        running = sorted((p for p in preps if p.state == "run" and any(p.hops)),
                          key=lambda p: p.test.test_id)
         units = [[h for ids in p.hops for h in ids] for p in running]
         for p, rate in zip(running, max_min_rates(units, self._cap), strict=True):
@@ -237,6 +238,9 @@ class SimExecutor:
             return prep
         flap_fired: dict[LinkKey, bool] = {}
         for flow in prep.flows:
+            if flow.src == flow.dst and flow.src in caps.down_nics:
+                prep.broken.append(flow)  # HCA loopback: the NIC itself, not its cable
+                continue
             ids = self.router.flow_ids(flow, test.test_id)
             if ids is None:
                 prep.broken.append(flow)
@@ -284,7 +288,9 @@ class SimExecutor:
     def _rate(self, prep: _Prep) -> float:
         if prep.rate_gbps != float("inf"):
             return prep.rate_gbps
-        nics = [self.topology.nics[e].gbps for f in prep.flows for e in (f.src, f.dst)]
+        nf = self.caps.nic_factor  # flows that cross no link (HCA loopback): the NIC bounds
+        nics = [self.topology.nics[e].gbps * nf.get(e, 1.0)
+                for f in prep.flows for e in (f.src, f.dst)]
         return min(nics, default=0.0) * self._node_factor(prep.test.nodes)
 
     def _finish(self, prep: _Prep, ctx: tools.ToolContext) -> RawResult:

@@ -64,6 +64,8 @@ class Capacities:
     down_links: frozenset[LinkKey]
     #: node -> share of its GPU interconnect (NVLink/PCIe) left (``gpu_link_degraded``)
     gpu_factor: dict[str, float] = field(default_factory=dict)
+    #: NIC -> its own speed factor (a loopback test sees it without the cable)
+    nic_factor: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def build(cls, topology: Topology, faults: FaultSet) -> Capacities:
@@ -112,6 +114,7 @@ class Capacities:
             down_nics=frozenset(down_nics),
             down_links=frozenset(down_links),
             gpu_factor=gpu_f,
+            nic_factor=nic_f,
         )
 
 
