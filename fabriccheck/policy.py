@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.models import PROBES
@@ -52,6 +53,10 @@ class SweepPolicy:
     roce_sample_flows: int = 2
     roce_sample_rounds: int = 3
     seed: int = 0
+    #: run the built-in preflight signals (DESIGN.md "How faults are found" step 0)
+    preflight: bool = True
+    #: user signals (``--signals FILE``): :class:`fabriccheck.specs.SignalSpec` values
+    signals: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         if self.pair_probe not in PROBES:

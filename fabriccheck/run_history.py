@@ -68,6 +68,12 @@ class RunHistory:
         return len(self.rounds)
 
     @property
+    def traffic_rounds(self) -> int:
+        """Rounds that sent traffic (signal rounds apart: they do not use up ``max_rounds``)."""
+        return sum(1 for r in self.rounds
+                   if r.kind not in (RoundKind.PREFLIGHT, RoundKind.SIGNALS))
+
+    @property
     def tests(self) -> int:
         return sum(len(r.observations) for r in self.rounds)
 

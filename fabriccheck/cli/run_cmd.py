@@ -156,7 +156,7 @@ def _run_mode(mode: str, opts: RunOptions, ops: OpsOptions, **policy) -> None:
         check_flags(mode, opts)
         s = setup(opts)
         pol = _policy(mode, spec=s.spec, seed=opts.seed, pair_probe=opts.probe,
-                      budget_s=opts.budget_s, **policy)  # fmt: skip
+                      budget_s=opts.budget_s, **opts.signal_policy(), **policy)  # fmt: skip
         result = _run(mode, s, pol, opts, ops=ops)
     _finish(result, opts.json_, result.exit_code)
 
@@ -199,7 +199,8 @@ def bisect(opts: RunOptions,
                               hostfile=hostfile)
         named = scope.log.suspect_hosts if scope.log is not None else ()
         pol = _policy("bisect", spec=s.spec, seed=opts.seed, pair_probe=opts.probe,
-                      budget_s=opts.budget_s, scale_group_size=scope.scale_for(scale))
+                      budget_s=opts.budget_s, scale_group_size=scope.scale_for(scale),
+                      **opts.signal_policy())
         result = _run("bisect", s, pol, opts, ops=opts.ops(), log_suspects=named,
                       extra=scope.info())
     code = finish(scope, result, result.exit_code, json_=opts.json_, console=out)

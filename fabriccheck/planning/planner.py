@@ -2,11 +2,15 @@
 
 Phases, in order (DESIGN.md "How faults are found"):
 
+0. **preflight**: the level-1 signals (built-in node-local checks and user signals), and one
+   retest round for readings within noise of their bound
+   (:class:`~fabriccheck.planning.signal_rounds.SignalPhases`);
 1. **sweep**: ``policy.sweep_rounds`` pairing rounds, each node with a different partner over
    a different path (gate: the second only when the first found something);
 2. **scale**: one collective round over groups of ``policy.scale_group_size`` (off by default;
    bisect runs it only when the pairs showed nothing), whose failing groups are queued for
    bisection;
+   then the **signals** of level 2, 4 and 8 over the nodes still in play;
 3. **follow-up**: confirmations, retests of untested nodes, link localization and bisection
    steps (:mod:`fabriccheck.planning.followup`), until nothing is left to plan or
    ``policy.max_rounds`` is reached.
@@ -25,10 +29,11 @@ from fabriccheck.models import FAIL, HANG, PASS, RoundKind, Test
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.followup import BisectTask
 from fabriccheck.planning.followup_round import plan_followup_round
+from fabriccheck.planning.signal_rounds import SignalPhases
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.run_history import RunHistory
-from fabriccheck.specs import TestSpec
+from fabriccheck.specs import SignalSpec, TestSpec
 from fabriccheck.topology.view import FabricView
 
 #: setup time a pair test needs on top of its duration (perftest/iperf3 start, connect)
@@ -74,6 +79,8 @@ class RunContext:
     spec: TestSpec
     policy: SweepPolicy
     log_suspects: tuple[str, ...] = ()
+    #: every signal the run reads (built-in preflight, the spec's, --signals files)
+    signals: tuple[SignalSpec, ...] = ()
 
     def builder(self, history: RunHistory) -> RoundBuilder:
         """A builder for the next round, its timeout cut to what the budget has left."""
@@ -101,11 +108,17 @@ class Planner:
         self.memory = SweepMemory()
         self.bisect = BisectState()
         self.tries: dict[str, int] = {}
+        self.signals = SignalPhases(ctx.signals, ctx.spec.gpus_per_node)
 
     # ---- the state machine -------------------------------------------------------------------
-    def next_round(self, history: RunHistory, inf: Inference) -> RoundPlan | _Finished:
-        """The next round to run, or :data:`FINISHED`."""
-        pol = self.ctx.policy
+    def next_round(self, history: RunHistory, inf: Inference,
+                   signal_retests: Sequence = ()) -> RoundPlan | _Finished:
+        """The next round to run, or :data:`FINISHED` (``signal_retests``: failing signal
+        readings within noise of their bound, :attr:`SignalState.retest`)."""
+        pol, ctx, next_no = self.ctx.policy, self.ctx, history.round_count + 1
+        tests = self.signals.before_traffic(ctx.nodes, ctx.view, next_no, signal_retests)
+        if tests:
+            return RoundPlan(RoundKind.PREFLIGHT, tuple(tests))
         while self.sweeps_done < pol.sweep_rounds:
             self.sweeps_done += 1
             if (self.sweeps_done > 1 and pol.second_round_only_on_failure
@@ -121,7 +134,10 @@ class Planner:
             tests = self._scale_round(history, inf)
             if tests:
                 return RoundPlan(RoundKind.SCALE, tuple(tests))
-        if history.round_count >= pol.max_rounds:
+        tests = self.signals.after_traffic(ctx.active(inf), ctx.view, next_no)
+        if tests:
+            return RoundPlan(RoundKind.SIGNALS, tuple(tests))
+        if history.traffic_rounds >= pol.max_rounds:
             return FINISHED
         tests = plan_followup_round(self.ctx, history, inf, self.bisect, self.tries)
         return RoundPlan(RoundKind.FOLLOW_UP, tuple(tests)) if tests else FINISHED

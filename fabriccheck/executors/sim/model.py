@@ -60,6 +60,8 @@ class Capacities:
     unreachable: frozenset[str]
     down_nics: frozenset[str]
     down_links: frozenset[LinkKey]
+    #: NICs with ``port_errors``: their tests now and then come out low
+    error_nics: frozenset[str] = frozenset()
 
     @classmethod
     def build(cls, topology: Topology, faults: FaultSet) -> Capacities:
@@ -73,6 +75,8 @@ class Capacities:
         for f in faults.faults:
             if f.kind == "nic_degraded":
                 nic_f[f.nic] = nic_f.get(f.nic, 1.0) * f.factor  # type: ignore[index,operator]
+            elif f.kind == "pcie_downtrained":  # x8 of x16: half the lanes, half the rate
+                nic_f[f.nic] = nic_f.get(f.nic, 1.0) * min(1.0, f.width / 16)  # type: ignore[index,operator]
             elif f.kind == "nic_down":
                 nic_f[f.nic] = 0.0  # type: ignore[index]
                 down_nics.add(f.nic)  # type: ignore[arg-type]
@@ -104,6 +108,7 @@ class Capacities:
             unreachable=frozenset(faults.unreachable_nodes()),
             down_nics=frozenset(down_nics),
             down_links=frozenset(down_links),
+            error_nics=frozenset(f.nic for f in faults.of_kind("port_errors") if f.nic),
         )
 
 
