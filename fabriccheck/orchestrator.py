@@ -116,13 +116,20 @@ def add_signal_results(result: RunResult, sig: SignalState, history: RunHistory,
            if k not in drain and k.split("/", 1)[0] not in drain]
     result.verdicts += new
     result.suspects = sorted({*result.suspects, *(v.name for v in new)})
-    result.extra["untested"] = [*result.extra.get("untested", []), *sig.untested]
+    gone = drain | set(result.unreachable) | set(result.hung)
+    result.extra["untested"] = [*result.extra.get("untested", []),
+                                *(f"signal {name} on {target}" for name, target in sig.untested
+                                  if not set(target.split("/", 1)[0].split("+")) & gone)]
     result.extra["signal_observations"] = len(history.signal_observations)
 
 
-def _infer(ctx: RunContext, history: RunHistory) -> tuple[Inference, SignalState]:
-    """Attribution of the traffic, with the signals' own verdicts merged in."""
-    sig = evaluate_signals(history.signal_observations, ctx.signals)
+def _infer(ctx: RunContext, history: RunHistory, last: SignalState | None = None
+           ) -> tuple[Inference, SignalState]:
+    """Attribution of the traffic, with the signals' own verdicts merged in (the signals are
+    judged again only when a round brought new readings)."""
+    readings = history.signal_observations
+    sig = last if last is not None and last.readings == len(readings) else \
+        evaluate_signals(readings, ctx.signals)
     return merge_signal_verdicts(infer(history.observations, ctx.view), sig), sig
 
 
@@ -139,7 +146,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
             stop_reason = f"budget of {ctx.policy.budget_s:g} s test time used up"
             break
         history = history.with_round(_execute(ctx, executor, plan, history))
-        inf, sig = _infer(ctx, history)
+        inf, sig = _infer(ctx, history, sig)
         _note_verdict_rounds(inf, history.round_count, verdict_rounds)
         planner.absorb(history, inf)
         if plan.kind == "follow-up":
@@ -147,7 +154,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
                 verdict_rounds.setdefault(n, history.round_count)
         if progress is not None:
             progress(_progress_line(history))
-    inf, sig = _infer(ctx, history)
+    inf, sig = _infer(ctx, history, sig)
     if not stop_reason and history.traffic_rounds >= ctx.policy.max_rounds and _open(inf, planner):
         stop_reason = f"max rounds ({ctx.policy.max_rounds}) reached with suspects open"
     end = RunEnd(stop_reason, budget_hit, verdict_rounds, dict(planner.bisect.culprits))

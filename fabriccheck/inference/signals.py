@@ -93,14 +93,14 @@ def judge_signal(test: Test, raw: RawResult, sig: SignalSpec) -> Observation:
                            reason=f"no reading: timed out after {test.timeout_s:g} s")
     if raw.error:
         return Observation(test, ERROR, unit=unit, raw=raw, reason=f"no reading: {raw.error}")
+    if raw.exit_code:  # a failed command's text is not a reading (a refused dmesg is not 0)
+        tail = (raw.stderr.strip().splitlines() or [""])[-1][:120]
+        return Observation(test, ERROR, unit=unit, raw=raw, reason=(
+            f"no reading: command exited {raw.exit_code}" + (f": {tail}" if tail else "")))
     try:
         value = extract_value(raw.stdout, regex=sig.value, parser=sig.parser)
     except (ParseError, ConfigError) as exc:
-        why = str(exc)
-        if raw.exit_code:
-            tail = (raw.stderr.strip().splitlines() or [""])[-1][:120]
-            why = f"command exited {raw.exit_code}" + (f": {tail}" if tail else "")
-        return Observation(test, ERROR, unit=unit, raw=raw, reason=f"no reading: {why}")
+        return Observation(test, ERROR, unit=unit, raw=raw, reason=f"no reading: {exc}")
     bad = _violation(value, sig)
     floor = sig.pass_min if sig.pass_min is not None else sig.pass_max
     if bad is None:
@@ -149,9 +149,12 @@ class SignalState:
     bad_nodes: dict[str, Verdict] = field(default_factory=dict)
     bad_nics: dict[str, Verdict] = field(default_factory=dict)
     suspects: dict[str, Verdict] = field(default_factory=dict)
-    untested: list[str] = field(default_factory=list)
-    #: failing tests within noise of their bound, not yet retested (test ids)
+    #: (signal, target) readings that could not be taken
+    untested: list[tuple[str, str]] = field(default_factory=list)
+    #: failing readings within noise of their bound, not yet retested
     retest: list[Observation] = field(default_factory=list)
+    #: how many readings were judged
+    readings: int = 0
 
     def to_json(self) -> dict:
         return {name: r.to_json() for name, r in sorted(self.by_signal.items())}
@@ -161,7 +164,7 @@ def evaluate_signals(observations: Sequence[Observation], signals: Sequence[Sign
                      ) -> SignalState:
     """Judge every signal reading of the run so far (pure; see the module doc for the rules)."""
     specs = {s.name: s for s in signals}
-    state = SignalState()
+    state = SignalState(readings=len(observations))
     for o in observations:
         name = str(o.test.params.get("signal"))
         if name not in specs:
@@ -181,7 +184,7 @@ def _judge_target(r: SignalReadings, target: str, obs: list[Observation],
     measured = [o for o in obs if o.status in (PASS, FAIL)]
     if not measured:
         r.status[target], r.reason[target] = "untested", obs[-1].reason
-        state.untested.append(f"signal {sig.name} on {target}")
+        state.untested.append((sig.name, target))
         return
     fails = [o for o in measured if o.status == FAIL]
     last = measured[-1]

@@ -2,8 +2,10 @@
 
 Phases, in order (DESIGN.md "How faults are found"):
 
-0. **preflight**: the level-1 signals (built-in node-local checks and user signals), and one
-   retest round for readings within noise of their bound
+0. **preflight**: the level-1 signals (built-in node-local checks and user signals) ride along
+   with the first round (they are node-local and take seconds: the round's time barely
+   grows, and the round count of the traffic phases is unchanged); readings within noise of
+   their bound are retested once, with the second round
    (:class:`~fabriccheck.planning.signal_rounds.SignalPhases`);
 1. **sweep**: ``policy.sweep_rounds`` pairing rounds, each node with a different partner over
    a different path (gate: the second only when the first found something);
@@ -115,10 +117,18 @@ class Planner:
                    signal_retests: Sequence = ()) -> RoundPlan | _Finished:
         """The next round to run, or :data:`FINISHED` (``signal_retests``: failing signal
         readings within noise of their bound, :attr:`SignalState.retest`)."""
+        ctx = self.ctx
+        local = self.signals.before_traffic(ctx.nodes, ctx.view, history.round_count + 1,
+                                            signal_retests)
+        plan = self._traffic_round(history, inf)
+        if not local:
+            return plan
+        if isinstance(plan, _Finished):
+            return RoundPlan(RoundKind.PREFLIGHT, tuple(local))
+        return RoundPlan(plan.kind, (*local, *plan.tests))
+
+    def _traffic_round(self, history: RunHistory, inf: Inference) -> RoundPlan | _Finished:
         pol, ctx, next_no = self.ctx.policy, self.ctx, history.round_count + 1
-        tests = self.signals.before_traffic(ctx.nodes, ctx.view, next_no, signal_retests)
-        if tests:
-            return RoundPlan(RoundKind.PREFLIGHT, tuple(tests))
         while self.sweeps_done < pol.sweep_rounds:
             self.sweeps_done += 1
             if (self.sweeps_done > 1 and pol.second_round_only_on_failure
@@ -148,7 +158,8 @@ class Planner:
         if last is None:
             return
         if last.kind == RoundKind.SCALE:
-            self._queue_scale_failures(last.observations, inf)
+            self._queue_scale_failures([o for o in last.observations
+                                        if o.test.probe != "signal"], inf)
         elif last.kind == RoundKind.FOLLOW_UP:
             self._advance_bisect(history, inf)
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 _XID = re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<code>\d+)")
-_MLX5 = re.compile(r"mlx5_core (?P<pci>[0-9a-f:.]+)[: ].*?(?P<what>health|fatal|timeout|"
+_MLX5 = re.compile(r"mlx5_core (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])[: ].*?(?P<what>health|fatal|timeout|"
                    r"Cable error|module error|internal error|FW fatal|syndrome)", re.I)
 #: Xids that are the application's fault, not the hardware's (13: graphics engine exception,
 #: 31: MMU fault, 43: GPU stopped processing -- all commonly raised by user code)
@@ -44,6 +44,18 @@ def parse_kernel_log(text: str) -> list[KernelEvent]:
     return out
 
 
+_STAMP = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]|\w{3} ?\d{1,2} \d\d:\d\d:\d\d|<\d>)", re.M)
+
+
 def hardware_events(text: str) -> float:
-    """How many hardware event lines the kernel log holds."""
+    """How many hardware event lines the kernel log holds.
+
+    Raises
+    ------
+    ParseError
+        Text that is not a kernel log (no ``[ seconds]`` stamps), e.g. ``dmesg: read kernel
+        buffer failed: Operation not permitted``: no reading, never a clean 0.
+    """
+    if text.strip() and not _STAMP.search(text):
+        raise ParseError("no kernel log lines ('[  seconds] ...')", tool="dmesg", excerpt=text)
     return float(len(parse_kernel_log(text)))
