@@ -32,9 +32,9 @@ from fabriccheck.planning.planner import (
     RoundPlan,
     RunContext,
 )
+from fabriccheck.planning.preflight import preflight
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.run_history import RoundRecord, RunHistory
-from fabriccheck.planning.preflight import preflight
 from fabriccheck.specs import SignalSpec, TestSpec
 from fabriccheck.topology.model import Topology
 from fabriccheck.topology.view import FabricView

@@ -23,7 +23,6 @@ reading cannot tell its members apart), never bad.
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -262,16 +261,7 @@ def merge_signal_verdicts(inf, state: SignalState):
     nodes and NICs added (their reasons joined where traffic blamed the same part); suspects
     stay in ``state`` (they must not send the planner after traffic confirmations)."""
     for into, extra in ((inf.bad_nodes, state.bad_nodes), (inf.bad_nics, state.bad_nics)):
-        for name, v in extra.items():
+        for v in extra.values():
             _add(into, v)
     return inf
 
-
-def signal_targets_with(state: SignalState, status: str) -> list[str]:
-    """``signal target`` strings of every reading in ``status`` (for summaries)."""
-    out = defaultdict(list)
-    for name, r in state.by_signal.items():
-        for t, s in r.status.items():
-            if s == status:
-                out[name].append(t)
-    return [f"{n} {t}" for n, ts in sorted(out.items()) for t in sorted(ts)]

@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fabriccheck.errors import ParseError
+
 _XID = re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<code>\d+)")
-_MLX5 = re.compile(r"mlx5_core (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])[: ].*?(?P<what>health|fatal|timeout|"
+_MLX5 = re.compile(r"mlx5_core (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])[: ]"
+                   r".*?(?P<what>health|fatal|timeout|"
                    r"Cable error|module error|internal error|FW fatal|syndrome)", re.I)
 #: Xids that are the application's fault, not the hardware's (13: graphics engine exception,
 #: 31: MMU fault, 43: GPU stopped processing -- all commonly raised by user code)

@@ -1,4 +1,4 @@
-"""``nvidia-smi -L`` and ``nvidia-smi -q``: how many GPUs a node sees, and which are unhealthy (pure).
+"""``nvidia-smi -L`` / ``-q``: how many GPUs a node sees, and which are unhealthy (pure).
 
 ``-L`` prints one line per GPU (``GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)``); ``-q`` prints
 ``Attached GPUs : 8`` and a section per GPU (``GPU 00000000:18:00.0``) whose ``ECC Errors`` /

@@ -26,7 +26,9 @@ def test_regex_without_a_match_or_number_is_a_parse_error():
 
 
 def test_every_builtin_parser_refuses_garbage_with_a_parse_error():
-    for name in BUILTIN_PARSERS:
+    for name, fn in BUILTIN_PARSERS.items():
+        with pytest.raises(ParseError):
+            fn("sh: 1: tool: not found\n")
         with pytest.raises(ParseError):
             extract_value("sh: 1: tool: not found\n", parser=name)
 
