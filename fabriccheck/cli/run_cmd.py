@@ -59,7 +59,7 @@ class _Progress:
 
 
 def _session_run(mode, s: Setup, policy, session, opts: RunOptions, log_suspects) -> RunResult:
-    from fabriccheck.orchestrator import run
+    from fabriccheck.orchestrator import run, run_signals
 
     nodes = session.select_nodes(s.nodes, explicit=s.explicit, known=s.topology.nodes)
     if not (opts.quiet or opts.json_):
@@ -68,7 +68,8 @@ def _session_run(mode, s: Setup, policy, session, opts: RunOptions, log_suspects
                   highlight=False)  # fmt: skip
     session.begin(nodes, params=s.params)
     with session.hold(nodes):
-        executor = session.wrap(s.executor, s.spec)
+        signals, _ = run_signals(s.spec, s.topology.fabric, policy)
+        executor = session.wrap(s.executor, s.spec, signals)
         return run(mode, nodes, s.topology, s.spec, executor, policy,
                    progress=_Progress(opts.quiet), log_suspects=log_suspects)  # fmt: skip
 

@@ -70,12 +70,19 @@ class RunOptions:
             A bad signals file (one line: file, entry, field), or one name in two files.
         """
         from fabriccheck.errors import ConfigError
+        from fabriccheck.probes.signal_value import resolve_parser
         from fabriccheck.specs import load_signals
 
         seen: dict[str, str] = {}
         out = []
         for path in self.signals or []:
-            for sig in load_signals(path):
+            for i, sig in enumerate(load_signals(path)):
+                if sig.parser is not None:
+                    try:
+                        resolve_parser(sig.parser)
+                    except ConfigError as exc:
+                        raise ConfigError(f"no signal parser {sig.parser!r}", source=path,
+                                          field=f"signals[{i}].parser", hint=exc.hint) from None
                 if sig.name in seen:
                     raise ConfigError(f"signal {sig.name!r} is also in {seen[sig.name]}",
                                       source=path, field="signals",
