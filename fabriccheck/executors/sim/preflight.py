@@ -1,13 +1,14 @@
 """The simulator's answers to the preflight tools, in their real formats, reflecting the faults.
 
-Commands are recognized in the signal's rendered command line (what a real host would run):
-``nvidia-smi -L`` / ``-q``, ``cat`` of the sysfs port ``state``/``rate`` and PCIe
+Commands are recognized by the whole rendered command line (what a real host would run), in
+exactly the forms the built-in preflight uses: ``nvidia-smi -L`` / ``-q``, ``cat`` of the sysfs port ``state``/``rate`` and PCIe
 ``current_link_width``/``max_link_width`` files, ``perfquery -C <hca> -P <port>`` and
 ``ethtool -S`` (read twice around ``sleep N``), ``dmesg``. Faults show as a real host shows them:
 ``gpu_missing`` lists one GPU fewer and logs Xid 79; ``pcie_downtrained`` reads ``8`` of ``16``
 lanes; ``port_errors`` grows the symbol/link error counters by ``rate`` per second; ``nic_down``
-reads ``1: DOWN``. Any other command answers like a shell that lacks it (exit 127), which the
-run records as an untested signal.
+reads ``1: DOWN``. Any other command -- a different tool, or a known one inside a pipeline the
+simulator cannot run -- exits 127 with ``fabriccheck-sim: no simulated output for: ...``, which
+the run records as an untested signal (never a made-up value).
 """
 
 from __future__ import annotations
@@ -62,12 +63,13 @@ def node_facts(node: str, nics: dict[str, float], gpus: int, gpu_name: str,
 def answer(command: str, node: str, facts: NodeFacts, *, seed: int, fabric: str,
            clock_s: float) -> ToolRun:
     """What ``sh -c <command>`` prints on simulated ``node``."""
+    line = command.strip()
     for pattern, fn in _HANDLERS:
-        m = re.search(pattern, command)
+        m = re.fullmatch(pattern, line)
         if m:
-            return fn(m, command, node, facts, seed, fabric, clock_s)
-    word = command.strip().split()[0] if command.strip() else "sh"
-    return ToolRun("", f"sh: 1: {word}: not found\n", exit_code=127, duration_s=0.01)
+            return fn(m, line, node, facts, seed, fabric, clock_s)
+    return ToolRun("", f"fabriccheck-sim: no simulated output for: {line}\n", exit_code=127,
+                   duration_s=0.01)
 
 
 # ---- nvidia-smi ------------------------------------------------------------------------------
@@ -228,13 +230,18 @@ def _dmesg(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
     return ToolRun("\n".join(lines) + "\n", duration_s=0.05)
 
 
+_SLEEP = r"; sleep \d+(?:\.\d+)?; "
+_PQ = rf"perfquery -C {_W} -P '?(\d+)'?"
+_ETH = 'ethtool -S "\\$dev"'
 _HANDLERS = (
-    (r"\bnvidia-smi -L\b", _smi_list),
-    (r"\bnvidia-smi -q\b", _smi_query),
-    (rf"/sys/class/infiniband/{_W}/ports/\d+/state\b", _state),
-    (rf"/sys/class/infiniband/{_W}/ports/\d+/rate\b", _rate),
-    (rf"/sys/class/infiniband/{_W}/device/(?:current|max)_link_width\b", _width),
-    (rf"\bperfquery -C {_W} -P '?(\d+)'?", _perfquery),
-    (rf"/sys/class/infiniband/{_W}/device/net\b.*\bethtool -S\b", _ethtool),
-    (r"^\s*dmesg\b", _dmesg),
+    (r"nvidia-smi -L", _smi_list),
+    (r"nvidia-smi -q", _smi_query),
+    (rf"cat /sys/class/infiniband/{_W}/ports/\d+/state", _state),
+    (rf"cat /sys/class/infiniband/{_W}/ports/\d+/rate", _rate),
+    (rf"cat /sys/class/infiniband/{_W}/device/(?:current|max)_link_width"
+     rf"(?: /sys/class/infiniband/\1/device/(?:current|max)_link_width)*", _width),
+    (rf"{_PQ}(?:{_SLEEP}perfquery -C \1 -P '?\2'?)*", _perfquery),
+    (rf"dev=\$\(ls /sys/class/infiniband/{_W}/device/net \| head -n 1\); {_ETH}"
+     rf"(?:{_SLEEP}{_ETH})*", _ethtool),
+    (r"dmesg", _dmesg),
 )
