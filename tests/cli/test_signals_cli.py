@@ -97,3 +97,28 @@ def test_no_preflight_runs_only_the_given_signals(tmp_path):
     assert r.exit_code == 0, r.output
     assert list(d["signals"]) == ["port-rate-user"]
     assert d["preflight_skipped"] == ["preflight off (--no-preflight)"]
+
+
+def test_metrics_carry_each_signal(tmp_path):
+    faults = write(tmp_path, "f.yaml",
+                   "faults:\n  - {kind: pcie_downtrained, nic: node-002/mlx5_4, width: 8}\n")
+    prom = tmp_path / "m.prom"
+    r = CliRunner().invoke(app, ["sweep", "-t", "ib-fattree-128", "--nodes", "node-[001-008]",
+                                 "--faults", faults, "--metrics", str(prom), "--json"])
+    assert r.exit_code == 1, r.output
+    text = prom.read_text()
+    assert 'fabriccheck_signal_readings{signal="pcie-width",status="fail"} 1.0' in text
+    assert 'fabriccheck_signal_readings{signal="pcie-width",status="pass"} 63.0' in text
+    assert ('fabriccheck_signal_value{signal="pcie-width",status="fail",target="node-002/mlx5_4"}'
+            ' 0.5') in text
+    assert 'fabriccheck_signal_min{signal="gpu-count"} 8.0' in text
+
+
+def test_report_has_the_signals_table(tmp_path):
+    faults = write(tmp_path, "f.yaml", "faults:\n  - {kind: gpu_missing, node: node-005}\n")
+    r = CliRunner().invoke(app, ["sweep", "-t", "ib-fattree-128", "--nodes", "node-[001-008]",
+                                 "--faults", faults, "--report", str(tmp_path / "rep"), "--json"])
+    assert r.exit_code == 1, r.output
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert 'id="signals"' in html and "gpu-count" in html and "&gt;= 8 GPUs" in html
+    assert "<b>node-005</b>" in html and "7 GPUs fails" in html

@@ -1,4 +1,4 @@
-"""Signal readings judged: bound, noise margin and retest, peers (never drained on peers), groups."""
+"""Signal readings judged: bound, noise margin and retest, peers (never drain), groups."""
 
 from __future__ import annotations
 
