@@ -1,14 +1,15 @@
 """The simulator's answers to the preflight tools, in their real formats, reflecting the faults.
 
 Commands are recognized by the whole rendered command line (what a real host would run), in
-exactly the forms the built-in preflight uses: ``nvidia-smi -L`` / ``-q``, ``cat`` of the
-sysfs port ``state``/``rate`` and PCIe ``current_link_width``/``max_link_width`` files,
-``perfquery -C <hca> -P <port>`` and ``ethtool -S`` (read twice around ``sleep N``), ``dmesg``. Faults show as a real host shows them:
-``gpu_missing`` lists one GPU fewer and logs Xid 79; ``pcie_downtrained`` reads ``8`` of ``16``
-lanes; ``port_errors`` grows the symbol/link error counters by ``rate`` per second; ``nic_down``
-reads ``1: DOWN``. Any other command -- a different tool, or a known one inside a pipeline the
-simulator cannot run -- exits 127 with ``fabriccheck-sim: no simulated output for: ...``, which
-the run records as an untested signal (never a made-up value).
+exactly the forms the built-in preflight uses: ``nvidia-smi -L`` / ``-q``; ``cat`` of the sysfs
+port ``state`` / ``rate`` and PCIe ``current_link_width`` / ``max_link_width`` files;
+``perfquery -C <hca> -P <port>`` and ``ethtool -S`` (read twice around ``sleep N``); ``dmesg``.
+Faults show as a real host shows them: ``gpu_missing`` lists one GPU fewer and logs Xid 79;
+``pcie_downtrained`` reads ``8`` of ``16`` lanes; ``port_errors`` grows the symbol/link error
+counters by ``rate`` per second; ``nic_down`` reads ``1: DOWN``. Any other command -- a
+different tool, or a known one inside a pipeline the simulator cannot run -- exits 127 with
+``fabriccheck-sim: no simulated output for: ...``, which the run records as an untested signal
+(never a made-up value).
 """
 
 from __future__ import annotations
