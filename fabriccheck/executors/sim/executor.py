@@ -102,6 +102,7 @@ class SimExecutor:
         self._zero: set[int] = set()  # hop ids with capacity 0 (down)
         self._flap: set[int] = set()  # hop ids on flapping links
         self._ips: dict[str, str] = {}
+        self._node_facts: dict[str, preflight.NodeFacts] = {}
         self._node_idx = {n: i for i, n in enumerate(sorted(topology.nodes))}
         self._rails = max(1, topology.rails)  # a property that scans every node: read once
         sku_text = (sku or (spec.sku if spec else "") or "h100").lower()
@@ -185,10 +186,10 @@ class SimExecutor:
         if node not in self.topology.nodes:
             raise ConfigError(f"test {test.test_id}: node {node!r} is not in topology "
                               f"{self.topology.name!r}")
-        ips = {nic.endpoint: self.nic_ip(nic.endpoint)
-               for n in test.nodes for nic in self.topology.nodes[n].nics}
-        line = render_signal(str(test.params.get("command", "")),
-                             signal_values(test, ips, int(test.params.get("gpus_per_node", 0))))
+        command = str(test.params.get("command", ""))
+        ips = {nic.endpoint: self.nic_ip(nic.endpoint) for n in test.nodes[1:2]
+               for nic in self.topology.nodes[n].nics} if "{peer_addr}" in command else {}
+        line = render_signal(command, signal_values(test, ips, int(test.params.get("gpus_per_node", 0))))
         commands = (f"{node}: sh -c {line!r}",)
         if node in self.caps.unreachable:
             return RawResult(test.test_id, stderr=f"ssh: connect to host {node} port 22: No "
@@ -207,10 +208,14 @@ class SimExecutor:
                          exit_code=run.exit_code, duration_s=run.duration_s, commands=commands)
 
     def _facts(self, node: str) -> preflight.NodeFacts:
-        n = self.topology.nodes[node]
-        gpus = (self.spec.gpus_per_node if self.spec else 0) or n.gpus
-        return preflight.node_facts(node, {nic.name: nic.gbps for nic in n.nics}, gpus,
-                                    self.gpu_name, self.faults)
+        facts = self._node_facts.get(node)
+        if facts is None:
+            n = self.topology.nodes[node]
+            gpus = (self.spec.gpus_per_node if self.spec else 0) or n.gpus
+            facts = preflight.node_facts(node, {nic.name: nic.gbps for nic in n.nics}, gpus,
+                                         self.gpu_name, self.faults)
+            self._node_facts[node] = facts
+        return facts
 
     # ---- per test ----------------------------------------------------------------------------
     def _probe_spec(self, probe: str, k: int, collective: str | None) -> ProbeSpec | None:

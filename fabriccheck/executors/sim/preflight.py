@@ -47,6 +47,8 @@ def node_facts(node: str, nics: dict[str, float], gpus: int, gpu_name: str,
     """The facts of ``node`` (``nics``: NIC name -> Gb/s) under ``faults``."""
     missing, down, width, rate = 0, set(), {}, {}
     for f in faults.faults:
+        if f.node != node and not (f.nic or "").startswith(node + "/"):
+            continue
         if f.kind == "gpu_missing" and f.node == node:
             missing += 1
         elif f.nic and f.nic.split("/", 1)[0] == node:
@@ -64,9 +66,9 @@ def node_facts(node: str, nics: dict[str, float], gpus: int, gpu_name: str,
 def answer(command: str, node: str, facts: NodeFacts, *, seed: int, fabric: str,
            clock_s: float) -> ToolRun:
     """What ``sh -c <command>`` prints on simulated ``node``."""
-    line = command.strip()
-    for pattern, fn in _HANDLERS:
-        m = re.fullmatch(pattern, line)
+    line = _COMMENT.sub("", command).strip()  # sh ignores a trailing "# ..." comment
+    for pattern, fn in _COMPILED:
+        m = pattern.fullmatch(line)
         if m:
             return fn(m, line, node, facts, seed, fabric, clock_s)
     return ToolRun("", f"fabriccheck-sim: no simulated output for: {line}\n", exit_code=127,
@@ -246,3 +248,5 @@ _HANDLERS = (
      rf"(?:{_SLEEP}{_ETH})*", _ethtool),
     (r"dmesg", _dmesg),
 )
+_COMMENT = re.compile(r"(?:^|\s)#[^'\"]*$")
+_COMPILED = tuple((re.compile(p), fn) for p, fn in _HANDLERS)
