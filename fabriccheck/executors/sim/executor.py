@@ -189,7 +189,8 @@ class SimExecutor:
         command = str(test.params.get("command", ""))
         ips = {nic.endpoint: self.nic_ip(nic.endpoint) for n in test.nodes[1:2]
                for nic in self.topology.nodes[n].nics} if "{peer_addr}" in command else {}
-        line = render_signal(command, signal_values(test, ips, int(test.params.get("gpus_per_node", 0))))
+        gpus = int(test.params.get("gpus_per_node", 0))
+        line = render_signal(command, signal_values(test, ips, gpus))
         commands = (f"{node}: sh -c {line!r}",)
         if node in self.caps.unreachable:
             return RawResult(test.test_id, stderr=f"ssh: connect to host {node} port 22: No "
