@@ -122,3 +122,23 @@ def test_report_has_the_signals_table(tmp_path):
     html = (tmp_path / "rep" / "index.html").read_text()
     assert 'id="signals"' in html and "gpu-count" in html and "&gt;= 8 GPUs" in html
     assert "<b>node-005</b>" in html and "7 GPUs fails" in html
+
+
+def test_history_keeps_each_signal_apart(tmp_path):
+    from fabriccheck.store.db import Store
+
+    faults = write(tmp_path, "f.yaml", "faults:\n  - {kind: gpu_missing, node: node-003}\n")
+    r = CliRunner().invoke(app, ["sweep", "-t", "ib-fattree-128", "--nodes", "node-[001-004]",
+                                 "--faults", faults, "--json"])
+    d = json.loads(r.stdout)
+    with Store(tmp_path / "history.sqlite") as store:
+        rows = store.conn.execute(
+            "SELECT o.probe, o.status, o.value FROM observations o JOIN obs_nodes n"
+            " ON n.obs_id = o.id WHERE o.run_id = ? AND n.node = 'node-003'"
+            " AND o.probe LIKE 'signal:%' ORDER BY o.probe", (d["run_id"],)).fetchall()
+        loaded = store.load_result(d["run_id"])
+    by = {p: (s, v) for p, s, v in rows}
+    assert by["signal:gpu-count"] == ("fail", 7.0)
+    assert by["signal:kernel-log"] == ("fail", 1.0)
+    assert by["signal:port-rate"] == ("pass", 400.0)
+    assert "node-003" in loaded.drain
