@@ -9,10 +9,11 @@ against. What can still mislead is noise in the reading, so:
   at once: the node, or the NIC for ``per: nic`` signals, is drained with the signal's name,
   value and bound as its reason;
 - a value beyond its bound but within that margin is retested once (the planner asks for it):
-  failing again is bad, passing makes the first reading a glitch;
+  failing again is bad, passing makes the first reading a glitch; until the retest has run the
+  part is a suspect (a bound of 0 has no such margin: any excess is beyond it);
 - a value that passes its bound but sits far from the same signal's values on the other nodes
-  (robust z and a relative gap, like the bandwidth peers) is a **suspect**: reported, never
-  drained on peers alone;
+  (robust z and a relative gap, like the bandwidth peers, and at least halfway from their median
+  to the bound) is a **suspect**: reported, never drained on peers alone;
 - a reading that could not be taken (command failed, no value, timeout, a command the
   simulator does not know) leaves that signal **untested** on that node or NIC.
 
@@ -199,6 +200,10 @@ def _judge_target(r: SignalReadings, target: str, obs: list[Observation],
         r.status[target] = "retest"
         r.reason[target] = first.reason + " (within noise of the bound: retested before blame)"
         state.retest.append(first)
+        # open until the retest runs (a run that ends first leaves it a suspect, not healthy)
+        kind = "nic" if "/" in target else "node"
+        state.suspects.setdefault(target, Verdict(kind, target, SUSPECT, r.reason[target],
+                                                  (first.test.test_id,)))
         return
     if last.status == PASS and len(fails) == 1 and near:
         r.status[target] = "glitch"
@@ -250,6 +255,9 @@ def _judge_peers(r: SignalReadings, state: SignalState) -> None:
         high_bad = sig.pass_max is not None and dev > 0
         if not (low_bad or high_bad) or abs(dev) <= max(gap, PEER_Z * mad):
             continue
+        edge = sig.pass_min if low_bad else sig.pass_max
+        if edge is not None and abs(dev) <= 0.5 * abs(edge - med):
+            continue  # nearer its peers than its bound: a counter's few stray counts
         obs = r.readings[target][-1]
         why = (f"signal {sig.name}: {v:g}{' ' + sig.unit if sig.unit else ''} passes "
                f"{bound_text(sig)} but is far from its peers (median {med:g})")

@@ -106,3 +106,17 @@ def test_invariants_bad_only_below_bound_beyond_noise_and_every_target_judged(va
             assert target not in st_.bad_nics and r.status[target] in ("pass", "suspect")
         if lo * (1 - NOISE_MARGIN) < v < lo:
             assert r.status[target] == "retest"
+
+
+def test_a_pending_retest_is_a_suspect_until_it_runs():
+    s = spec()
+    st_ = evaluate_signals([reading(s, "n1", 380)], [s])
+    assert st_.suspects["n1/mlx5_0"].state == "suspect" and not st_.bad_nics
+
+
+def test_a_few_stray_counts_near_the_peers_are_not_suspect():
+    s = spec(name="errs", lo=None, hi=10.0)
+    obs = [reading(s, f"n{i}", 0) for i in range(8)] + [reading(s, "n8", 3),
+                                                        reading(s, "n9", 8)]
+    st_ = evaluate_signals(obs, [s])
+    assert list(st_.suspects) == ["n9/mlx5_0"]  # 8 of 10 allowed is suspect; 3 is not
