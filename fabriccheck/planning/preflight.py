@@ -32,6 +32,9 @@ from fabriccheck.specs import SignalSpec, TestSpec
 COUNTER_WINDOW_S = 5
 #: counter growth over the window that still passes (a healthy NDR/400GbE link shows ~0)
 MAX_ERROR_GROWTH = 10
+#: the longest a preflight command may take (a hung node costs the round this, not more than
+#: a hung pair test: nvidia-smi -q on 8 GPUs takes a few seconds, the counters 5 s + reads)
+PREFLIGHT_TIMEOUT_S = 30
 
 _SYSFS = "/sys/class/infiniband/{nic}"
 _ROCE_DEV = f"dev=$(ls {_SYSFS}/device/net | head -n 1)"
@@ -48,10 +51,11 @@ class Preflight:
 def _gpu_checks(gpus: int) -> list[dict]:
     return [
         {"name": "gpu-count", "level": 1, "per": "node", "command": "nvidia-smi -L",
-         "parser": "nvidia-smi-gpus", "unit": "GPUs", "pass": {"min": gpus}, "timeout_s": 30},
+         "parser": "nvidia-smi-gpus", "unit": "GPUs", "pass": {"min": gpus},
+         "timeout_s": PREFLIGHT_TIMEOUT_S},
         {"name": "gpu-health", "level": 1, "per": "node", "command": "nvidia-smi -q",
          "parser": "nvidia-smi-unhealthy", "unit": "GPUs", "pass": {"max": 0},
-         "timeout_s": 60},
+         "timeout_s": PREFLIGHT_TIMEOUT_S},
     ]
 
 
@@ -76,7 +80,7 @@ def _nic_checks(fabric: str, nic_gbps: float) -> list[dict]:
          "parser": "pcie-width-ratio", "unit": "of max width", "pass": {"min": 1},
          "timeout_s": 10},
         {"name": "port-errors", "level": 1, "per": "nic", **errors, "unit": "errors/5s",
-         "pass": {"max": MAX_ERROR_GROWTH}, "timeout_s": COUNTER_WINDOW_S + 25},
+         "pass": {"max": MAX_ERROR_GROWTH}, "timeout_s": PREFLIGHT_TIMEOUT_S},
     ]
 
 
