@@ -120,7 +120,7 @@ def add_signal_results(result: RunResult, sig: SignalState, history: RunHistory,
     result.extra["untested"] = [*result.extra.get("untested", []),
                                 *(f"signal {name} on {target}" for name, target in sig.untested
                                   if not set(target.split("/", 1)[0].split("+")) & gone)]
-    result.extra["signal_observations"] = len(history.signal_observations)
+    result.extra["signal_readings"] = len(history.signal_observations)
 
 
 def _infer(ctx: RunContext, history: RunHistory, last: SignalState | None = None

@@ -119,7 +119,7 @@ class Planner:
         readings within noise of their bound, :attr:`SignalState.retest`)."""
         ctx = self.ctx
         local = self.signals.before_traffic(ctx.nodes, ctx.view, history.round_count + 1,
-                                            signal_retests)
+                                            signal_retests, self._budget_left(history))
         plan = self._traffic_round(history, inf)
         if not local:
             return plan
@@ -144,13 +144,19 @@ class Planner:
             tests = self._scale_round(history, inf)
             if tests:
                 return RoundPlan(RoundKind.SCALE, tuple(tests))
-        tests = self.signals.after_traffic(ctx.active(inf), ctx.view, next_no)
+        tests = self.signals.after_traffic(ctx.active(inf), ctx.view, next_no,
+                                           self._budget_left(history))
         if tests:
             return RoundPlan(RoundKind.SIGNALS, tuple(tests))
         if history.traffic_rounds >= pol.max_rounds:
             return FINISHED
         tests = plan_followup_round(self.ctx, history, inf, self.bisect, self.tries)
         return RoundPlan(RoundKind.FOLLOW_UP, tuple(tests)) if tests else FINISHED
+
+    def _budget_left(self, history: RunHistory) -> float | None:
+        """Test time the budget has left (None: no budget): no signal may wait longer."""
+        budget = self.ctx.policy.budget_s
+        return None if budget is None else max(0.0, budget - history.test_seconds)
 
     def absorb(self, history: RunHistory, inf: Inference) -> None:
         """Read the round just run: queue failing scale groups, advance bisection steps."""

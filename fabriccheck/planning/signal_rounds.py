@@ -18,12 +18,13 @@ from fabriccheck.topology.view import FabricView
 
 
 def _test(test_id: str, sig: SignalSpec, nodes: tuple[str, ...], round_no: int, purpose: str,
-          gpus: int, nic: str | None) -> Test:
+          gpus: int, nic: str | None, timeout_cap: float | None = None) -> Test:
     params = {"signal": sig.name, "command": sig.command, "gpus_per_node": gpus}
     if nic is not None:
         params["nic"] = nic
+    timeout = sig.timeout_s if timeout_cap is None else min(sig.timeout_s, timeout_cap)
     return Test(test_id=test_id, probe="signal", nodes=nodes, round=round_no, purpose=purpose,
-                timeout_s=sig.timeout_s, params=params)
+                timeout_s=timeout, params=params)
 
 
 def _nic_names(view: FabricView, node: str) -> list[str]:
@@ -42,9 +43,10 @@ def carve_groups(nodes: Sequence[str], k: int, view: FabricView) -> list[tuple[s
 
 
 def plan_signal_tests(signals: Sequence[SignalSpec], nodes: Sequence[str], view: FabricView,
-                      round_no: int, gpus_per_node: int,
-                      purpose: str = Purpose.PREFLIGHT) -> list[Test]:
-    """Every test of ``signals`` over ``nodes`` for one round (see the module doc)."""
+                      round_no: int, gpus_per_node: int, purpose: str = Purpose.PREFLIGHT,
+                      timeout_cap: float | None = None) -> list[Test]:
+    """Every test of ``signals`` over ``nodes`` for one round (see the module doc);
+    ``timeout_cap`` (the run's test-time budget left) cuts each signal's timeout."""
     tests: list[Test] = []
     for sig in signals:
         groups = ([(n,) for n in nodes] if sig.level == 1
@@ -54,18 +56,21 @@ def plan_signal_tests(signals: Sequence[SignalSpec], nodes: Sequence[str], view:
                                       else [None])
             for nic in nics:
                 tid = f"r{round_no}-sig-{sig.name}-{'+'.join(group)}" + (f"-{nic}" if nic else "")
-                tests.append(_test(tid, sig, group, round_no, purpose, gpus_per_node, nic))
+                tests.append(_test(tid, sig, group, round_no, purpose, gpus_per_node, nic,
+                                   timeout_cap))
     return tests
 
 
-def plan_signal_retests(failing: Sequence[Observation], round_no: int) -> list[Test]:
+def plan_signal_retests(failing: Sequence[Observation], round_no: int,
+                        timeout_cap: float | None = None) -> list[Test]:
     """One retest per failing reading, same signal, nodes and NIC, in round ``round_no``."""
     out = []
     for o in failing:
         t = o.test
+        timeout = t.timeout_s if timeout_cap is None else min(t.timeout_s, timeout_cap)
         out.append(Test(test_id=f"r{round_no}-re-{t.test_id.split('-', 1)[1]}", probe=t.probe,
                         nodes=t.nodes, round=round_no, purpose=Purpose.CONFIRM,
-                        timeout_s=t.timeout_s, params=t.params))
+                        timeout_s=timeout, params=t.params))
     return out
 
 
@@ -83,23 +88,25 @@ class SignalPhases:
         self.groups_done = False
 
     def before_traffic(self, nodes: Sequence[str], view: FabricView, round_no: int,
-                       retests: Sequence[Observation]) -> list[Test]:
-        """The preflight round, then (once) the retests ``retests`` asks for."""
+                       retests: Sequence[Observation], timeout_cap: float | None = None
+                       ) -> list[Test]:
+        """The preflight tests, then (once) the retests ``retests`` asks for."""
         if not self.preflight_done:
             self.preflight_done = True
-            tests = plan_signal_tests(self.level1, nodes, view, round_no, self.gpus)
+            tests = plan_signal_tests(self.level1, nodes, view, round_no, self.gpus,
+                                      timeout_cap=timeout_cap)
             if tests:
                 return tests
         if not self.retest_done:
             self.retest_done = True
-            return plan_signal_retests(retests, round_no)
+            return plan_signal_retests(retests, round_no, timeout_cap)
         return []
 
-    def after_traffic(self, nodes: Sequence[str], view: FabricView, round_no: int
-                      ) -> list[Test]:
+    def after_traffic(self, nodes: Sequence[str], view: FabricView, round_no: int,
+                      timeout_cap: float | None = None) -> list[Test]:
         """The group signals, once, over the nodes still in play."""
         if self.groups_done:
             return []
         self.groups_done = True
         return plan_signal_tests(self.groups, nodes, view, round_no, self.gpus,
-                                 purpose=Purpose.SCALE)
+                                 purpose=Purpose.SCALE, timeout_cap=timeout_cap)
