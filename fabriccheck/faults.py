@@ -39,10 +39,17 @@ KINDS: dict[str, tuple[str, ...]] = {
     "link_degraded": ("link", "factor"),
     "link_down": ("link",),
     "link_flapping": ("link", "probability"),
+    # found by the preflight signals (planning/preflight.py)
+    "gpu_missing": ("node",),
+    "pcie_downtrained": ("nic", "width"),
+    "port_errors": ("nic", "rate"),
 }
 NIC_KINDS = ("nic_degraded", "nic_down")
 NODE_KINDS = ("node_slow", "gpu_link_degraded", "node_hang", "node_unreachable")
 LINK_KINDS = ("link_degraded", "link_down", "link_flapping")
+#: node-local faults the preflight finds: a node's GPUs, a NIC's PCIe link or port counters
+PREFLIGHT_NODE_KINDS = ("gpu_missing",)
+PREFLIGHT_NIC_KINDS = ("pcie_downtrained", "port_errors")
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,8 @@ class Fault:
     link: LinkKey | None = None
     factor: float | None = None
     probability: float | None = None
+    width: int | None = None
+    rate: float | None = None
 
     @property
     def target(self) -> str | LinkKey:
@@ -162,13 +171,15 @@ class FaultSet:
 
     # ---- ground truth (what a perfect tool would report) -------------------------------------
     def bad_nodes(self) -> tuple[str, ...]:
-        """Nodes that are bad themselves: ``node_slow``, ``gpu_link_degraded``, ``node_hang``."""
-        return _sorted(f.node for f in self.of_kind("node_slow", "gpu_link_degraded",
-                                                    "node_hang"))
+        """Nodes that are bad themselves: ``node_slow``, ``gpu_link_degraded``, ``node_hang`` and
+        ``gpu_missing``."""
+        return _sorted(f.node for f in self.of_kind("node_slow", "gpu_link_degraded", "node_hang",
+                                                    *PREFLIGHT_NODE_KINDS))
 
     def bad_nics(self) -> tuple[str, ...]:
-        """NIC endpoints with ``nic_degraded`` or ``nic_down``."""
-        return _sorted(f.nic for f in self.of_kind(*NIC_KINDS))
+        """NIC endpoints with ``nic_degraded``, ``nic_down``, ``pcie_downtrained`` or
+        ``port_errors``."""
+        return _sorted(f.nic for f in self.of_kind(*NIC_KINDS, *PREFLIGHT_NIC_KINDS))
 
     def bad_links(self) -> tuple[LinkKey, ...]:
         """Links with ``link_degraded``, ``link_down`` or ``link_flapping``."""

@@ -28,6 +28,7 @@ class Probe(StrEnum):
     IB_WRITE_BW = "ib_write_bw"
     IPERF3 = "iperf3"
     ALLREDUCE_CPU = "allreduce-cpu"
+    SIGNAL = "signal"  # a signal's command (DESIGN.md "Signals"); never a pair probe
 
 
 class Purpose(StrEnum):
@@ -68,6 +69,8 @@ class RoundKind(StrEnum):
     SWEEP = "sweep"
     SCALE = "scale"
     FOLLOW_UP = "follow-up"
+    PREFLIGHT = "preflight"  # node-local signals before any traffic (and their retests)
+    SIGNALS = "signals"  # signals of level 2, 4 or 8 (groups), after the sweep
 
 
 #: the probes fabriccheck knows
@@ -162,6 +165,10 @@ class ProbeParams(Mapping):
     bisect_of: str | None = None  # the failing group a bisection part comes from
     recheck_of: str | None = None  # the part (NIC, "a -- b" link) an intermittence recheck samples
     wave: int | None = None  # run after the round's earlier waves, on the same NICs (repeats)
+    # signals (probe "signal"): which one, its command template, the NIC it reads (per: nic)
+    signal: str | None = None
+    command: str | None = None
+    nic: str | None = None
 
     @classmethod
     def of(cls, values: Mapping[str, Any] | None) -> ProbeParams:

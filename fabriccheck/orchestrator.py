@@ -17,8 +17,14 @@ from fabriccheck.errors import ConfigError
 from fabriccheck.executors.base import Executor
 from fabriccheck.inference.attribute import Inference, infer, link_name
 from fabriccheck.inference.judge import judge_round
+from fabriccheck.inference.signals import (
+    SignalState,
+    evaluate_signals,
+    judge_signal_round,
+    merge_signal_verdicts,
+)
 from fabriccheck.inference.verdicts import RunEnd, build_result
-from fabriccheck.models import RawResult, RunResult, Test
+from fabriccheck.models import Probe, RawResult, RunResult, Test
 from fabriccheck.planning.planner import (
     FINISHED,
     PAIR_SETUP_S,
@@ -26,9 +32,10 @@ from fabriccheck.planning.planner import (
     RoundPlan,
     RunContext,
 )
+from fabriccheck.planning.preflight import preflight
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.run_history import RoundRecord, RunHistory
-from fabriccheck.specs import TestSpec
+from fabriccheck.specs import SignalSpec, TestSpec
 from fabriccheck.topology.model import Topology
 from fabriccheck.topology.view import FabricView
 
@@ -74,32 +81,75 @@ def run(
         raise ConfigError("no nodes to test", source="--nodes", hint="give --nodes or a topology")
     view.check_nodes(nodes)
     scope = set(nodes)
+    signals, skipped = run_signals(spec, topology.fabric, policy)
     ctx = RunContext(mode, tuple(nodes), view, spec, policy,
-                     tuple(n for n in log_suspects if n in scope))
+                     tuple(n for n in log_suspects if n in scope), signals)
     planner = Planner(ctx)
-    history, inf, end = _loop(ctx, planner, executor, progress)
+    history, inf, end, sig = _loop(ctx, planner, executor, progress)
     result = build_result(mode, nodes, history, inf, view, policy, end)
     if planner.ladder.steps or planner.ladder.skipped:
         result.extra["ladder"] = planner.ladder.info()
         result.extra["ladder"]["scale_suspects"] = planner.open_suspects()
+    add_signal_results(result, sig, history, skipped)
     result.wall_seconds = time.monotonic() - t0
     return result
 
 
+def run_signals(spec: TestSpec, fabric: str, policy: SweepPolicy
+                ) -> tuple[tuple[SignalSpec, ...], tuple[str, ...]]:
+    """The run's signals: the built-in preflight (unless ``policy.preflight`` is off), the
+    spec's ``signals:`` and ``policy.signals`` (``--signals``); a later one replaces an earlier
+    one of the same name. Also the reasons any preflight check was skipped."""
+    pre = preflight(spec, fabric) if policy.preflight else None
+    skipped = pre.skipped if pre else ("preflight off (--no-preflight)",)
+    by_name: dict[str, SignalSpec] = {}
+    for s in (*(pre.signals if pre else ()), *spec.signals, *policy.signals):
+        by_name[s.name] = s
+    return tuple(by_name.values()), skipped
+
+
+def add_signal_results(result: RunResult, sig: SignalState, history: RunHistory,
+                       skipped: Sequence[str]) -> None:
+    """Signal readings into the run result: the ``signals`` key, suspects, untested parts and
+    the readings themselves (``signal_observations``)."""
+    result.extra["signals"] = sig.to_json()
+    result.extra["preflight_skipped"] = list(skipped)
+    drain = set(result.drain)
+    new = [v for k, v in sorted(sig.suspects.items())
+           if k not in drain and k.split("/", 1)[0] not in drain]
+    result.verdicts += new
+    result.suspects = sorted({*result.suspects, *(v.name for v in new)})
+    gone = drain | set(result.unreachable) | set(result.hung)
+    result.extra["untested"] = [*result.extra.get("untested", []),
+                                *(f"signal {name} on {target}" for name, target in sig.untested
+                                  if not set(target.split("/", 1)[0].split("+")) & gone)]
+    result.extra["signal_readings"] = len(history.signal_observations)
+
+
+def _infer(ctx: RunContext, history: RunHistory, last: SignalState | None = None
+           ) -> tuple[Inference, SignalState]:
+    """Attribution of the traffic, with the signals' own verdicts merged in (the signals are
+    judged again only when a round brought new readings)."""
+    readings = history.signal_observations
+    sig = last if last is not None and last.readings == len(readings) else \
+        evaluate_signals(readings, ctx.signals)
+    return merge_signal_verdicts(infer(history.observations, ctx.view), sig), sig
+
+
 def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: ProgressFn | None
-          ) -> tuple[RunHistory, Inference, RunEnd]:
+          ) -> tuple[RunHistory, Inference, RunEnd, SignalState]:
     """Plan → budget check → execute → judge → record → attribute → absorb, until finished."""
     history, verdict_rounds = RunHistory(), {}
-    inf = infer([], ctx.view)
+    inf, sig = _infer(ctx, history)
     stop_reason, budget_hit = "", False
-    while (plan := planner.next_round(history, inf)) is not FINISHED:
+    while (plan := planner.next_round(history, inf, sig.retest)) is not FINISHED:
         assert isinstance(plan, RoundPlan)
         if not _budget_allows(ctx.policy, history, plan):
             budget_hit = True
             stop_reason = f"budget of {ctx.policy.budget_s:g} s test time used up"
             break
         history = history.with_round(_execute(ctx, executor, plan, history))
-        inf = infer(history.observations, ctx.view)
+        inf, sig = _infer(ctx, history, sig)
         _note_verdict_rounds(inf, history.round_count, verdict_rounds)
         planner.absorb(history, inf)
         if plan.kind == "follow-up":
@@ -107,12 +157,13 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
                 verdict_rounds.setdefault(n, history.round_count)
         if progress is not None:
             progress(_progress_line(history))
-    inf = infer(history.observations, ctx.view)
-    if not stop_reason and history.round_count >= planner.round_limit and _open(inf, planner):
+    inf, sig = _infer(ctx, history, sig)
+    if (not stop_reason and history.traffic_rounds >= planner.round_limit
+            and _open(inf, planner)):
         stop_reason = f"max rounds ({planner.round_limit}) reached with suspects open"
     end = RunEnd(stop_reason, budget_hit, verdict_rounds, dict(planner.bisect.culprits),
                  tuple(planner.open_suspects()))
-    return history, inf, end
+    return history, inf, end, sig
 
 
 def _budget_allows(policy: SweepPolicy, history: RunHistory, plan: RoundPlan) -> bool:
@@ -126,8 +177,17 @@ def _budget_allows(policy: SweepPolicy, history: RunHistory, plan: RoundPlan) ->
 def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunHistory
              ) -> RoundRecord:
     tests, raws, seconds = run_waves(executor, plan.tests)
-    obs, warnings = judge_round(tests, raws, ctx.spec, ctx.policy, history.observations,
-                                ctx.view)
+    is_sig = [t.probe == Probe.SIGNAL for t in tests]
+    traffic = [(t, r) for t, r, s in zip(tests, raws, is_sig, strict=True) if not s]
+    obs, warnings = judge_round([t for t, _ in traffic], [r for _, r in traffic], ctx.spec,
+                                ctx.policy, history.observations, ctx.view)
+    if any(is_sig):
+        specs = {s.name: s for s in ctx.signals}
+        sig_obs = iter(judge_signal_round(
+            [t for t, s in zip(tests, is_sig, strict=True) if s],
+            [r for r, s in zip(raws, is_sig, strict=True) if s], specs))
+        traffic_obs = iter(obs)
+        obs = [next(sig_obs) if s else next(traffic_obs) for s in is_sig]
     links = tuple(frozenset().union(*(ctx.view.flow_links(f)[1] for f in o.test.flows))
                   for o in obs)
     return RoundRecord(history.round_count + 1, plan.kind, tuple(obs), seconds,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.models import PROBES
@@ -62,6 +63,10 @@ class SweepPolicy:
     recheck_duration_s: float = 1.0
     seed: int = 0
     levels: tuple[int, ...] | None = None
+    #: run the built-in preflight signals (DESIGN.md "How faults are found" step 0)
+    preflight: bool = True
+    #: user signals (``--signals FILE``): :class:`fabriccheck.specs.SignalSpec` values
+    signals: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         if self.levels is not None and any(lv not in (1, 2, 4, 8) for lv in self.levels):

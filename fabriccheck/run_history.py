@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from fabriccheck.models import PASS, Link, Observation, RoundKind
+from fabriccheck.models import PASS, Link, Observation, Probe, RoundKind
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,19 @@ class RunHistory:
 
     @cached_property
     def observations(self) -> tuple[Observation, ...]:
-        return tuple(o for r in self.rounds for o in r.observations)
+        """Every traffic observation (signal readings apart: :attr:`signal_observations`).
+
+        A signal reading is node-local evidence with no partner and no path: it must not
+        exonerate a node in attribution nor count as a peer of a bandwidth test.
+        """
+        return tuple(o for r in self.rounds for o in r.observations
+                     if o.test.probe != Probe.SIGNAL)
+
+    @cached_property
+    def signal_observations(self) -> tuple[Observation, ...]:
+        """Every signal reading (probe ``signal``), oldest first."""
+        return tuple(o for r in self.rounds for o in r.observations
+                     if o.test.probe == Probe.SIGNAL)
 
     @cached_property
     def by_test_id(self) -> Mapping[str, Observation]:
@@ -54,6 +66,12 @@ class RunHistory:
     @property
     def round_count(self) -> int:
         return len(self.rounds)
+
+    @property
+    def traffic_rounds(self) -> int:
+        """Rounds that sent traffic (signal rounds apart: they do not use up ``max_rounds``)."""
+        return sum(1 for r in self.rounds
+                   if r.kind not in (RoundKind.PREFLIGHT, RoundKind.SIGNALS))
 
     @property
     def tests(self) -> int:

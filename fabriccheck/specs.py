@@ -184,7 +184,7 @@ def spec_from_dict(data: object, *, source: str) -> TestSpec:
         timeout_s=top.number("timeout_s", 120.0),
         source=source,
         intra_node_busbw_gbps=top.number("intra_node_busbw_gbps", 0.0, positive=False),
-        signals=tuple(_signal(s) for s in model.signals),
+        signals=tuple(signal_from_model(s) for s in model.signals),
         levels=tuple(sorted(set(model.levels))) if model.levels else None,
     )
 
@@ -202,10 +202,11 @@ def load_signals(path: str) -> tuple[SignalSpec, ...]:
     from fabriccheck.schema.yamlio import read_yaml
 
     model = check(SignalsFile, read_yaml(path, what="signals file"), source=str(path))
-    return tuple(_signal(s) for s in model.signals)
+    return tuple(signal_from_model(s) for s in model.signals)
 
 
-def _signal(m) -> SignalSpec:
+def signal_from_model(m) -> SignalSpec:
+    """A validated :class:`~fabriccheck.schema.signals.SignalModel` -> :class:`SignalSpec`."""
     return SignalSpec(
         name=m.name, level=m.level, per=m.per, command=m.command, value=m.value, parser=m.parser,
         unit=m.unit, pass_min=m.pass_.min, pass_max=m.pass_.max, timeout_s=m.timeout_s,

@@ -94,7 +94,7 @@ def test_bad_shapes_name_file_and_field(data, field, words):
 
 def test_every_kind_is_accepted_with_its_fields():
     example = {"nic": "node-001/mlx5_0", "node": "node-001", "link": ["leaf-0-0", "spine-0"],
-               "factor": 0.5, "probability": 0.3}
+               "factor": 0.5, "probability": 0.3, "width": 8, "rate": 5.0}
     for kind, fields in KINDS.items():
         fs = FaultSet.from_dict({"faults": [{"kind": kind, **{f: example[f] for f in fields}}]})
         assert fs.faults[0].kind == kind

@@ -13,6 +13,9 @@ Gauges (the last run's values; a new run replaces them):
   ``fabriccheck_run_rounds{mode}``, ``fabriccheck_run_tests{mode}``,
   ``fabriccheck_run_timestamp_seconds{mode}``, ``fabriccheck_nodes{mode,state}``,
   ``fabriccheck_actions{action,status}``, ``fabriccheck_actions_withheld{mode}``
+- ``fabriccheck_signal_readings{signal,status}`` readings per status (pass, fail, retest,
+  glitch, suspect, untested), ``fabriccheck_signal_min{signal}`` / ``_max{signal}`` the value
+  range, ``fabriccheck_signal_value{signal,target,status}`` every reading that did not pass
 - ``fabriccheck_run_info{mode,executor,faults,seed}`` 1: which executor produced these numbers
   (``sim``: simulated, with its faults file and seed; alert rules should match ``executor!="sim"``)
 """
@@ -84,7 +87,36 @@ def build_registry(
     _bandwidth_gauges(g, result, topology)
     _run_gauges(g, result, states, now_s)
     _action_gauges(g, result, actions)
+    _signal_gauges(g, result)
     return reg
+
+
+def _signal_gauges(g: Any, result: RunResult) -> None:
+    """Per signal: readings per status, the lowest and highest value, and the value of every
+    reading that did not pass (passing ones stay out: 8 NICs x thousands of nodes)."""
+    signals = result.extra.get("signals") or {}
+    if not signals:
+        return
+    counts = g("fabriccheck_signal_readings", "Readings of the signal per status in the last run",
+               ("signal", "status"))  # fmt: skip
+    low = g("fabriccheck_signal_min", "Lowest value of the signal in the last run", ("signal",))
+    high = g("fabriccheck_signal_max", "Highest value of the signal in the last run", ("signal",))
+    odd = g("fabriccheck_signal_value", "Value of a reading that did not pass (node or node/nic)",
+            ("signal", "target", "status"))  # fmt: skip
+    for name, sig in sorted(signals.items()):
+        tally: dict[str, int] = {}
+        values = []
+        for target, v in sorted(sig.get("values", {}).items()):
+            tally[v["status"]] = tally.get(v["status"], 0) + 1
+            if v.get("value") is not None:
+                values.append(float(v["value"]))
+                if v["status"] != "pass":
+                    odd.labels(name, target, v["status"]).set(float(v["value"]))
+        for status, n in sorted(tally.items()):
+            counts.labels(name, status).set(n)
+        if values:
+            low.labels(name).set(min(values))
+            high.labels(name).set(max(values))
 
 
 def _node_gauges(g: Any, states: dict[str, str]) -> None:

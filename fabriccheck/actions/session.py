@@ -198,8 +198,9 @@ class OpsSession:
                                                params=params, executor=self.executor)  # fmt: skip
         return self.run_id
 
-    def wrap(self, executor: Any, spec: Any = None) -> Any:
-        """The executor with idle re-checks (scheduler) and per-round recording (history)."""
+    def wrap(self, executor: Any, spec: Any = None, signals: Any = ()) -> Any:
+        """The executor with idle re-checks (scheduler) and per-round recording (history);
+        ``signals`` (SignalSpec values) judge the signal readings as they are recorded."""
         if self.inventory is not None and self.mode != "gate":
             from fabriccheck.inventory.guard import IdleGuardExecutor
 
@@ -208,7 +209,7 @@ class OpsSession:
             from fabriccheck.store.recording import RecordingExecutor
 
             executor = RecordingExecutor(executor, self.store, self.run_id, spec=spec,
-                                         replay=self.replay)  # fmt: skip
+                                         replay=self.replay, signals=signals)  # fmt: skip
         return executor
 
     # -- after the run -----------------------------------------------------------------------

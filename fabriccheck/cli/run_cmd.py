@@ -59,7 +59,7 @@ class _Progress:
 
 
 def _session_run(mode, s: Setup, policy, session, opts: RunOptions, log_suspects) -> RunResult:
-    from fabriccheck.orchestrator import run
+    from fabriccheck.orchestrator import run, run_signals
 
     nodes = session.select_nodes(s.nodes, explicit=s.explicit, known=s.topology.nodes)
     if not (opts.quiet or opts.json_):
@@ -68,7 +68,8 @@ def _session_run(mode, s: Setup, policy, session, opts: RunOptions, log_suspects
                   highlight=False)  # fmt: skip
     session.begin(nodes, params=s.params)
     with session.hold(nodes):
-        executor = session.wrap(s.executor, s.spec)
+        signals, _ = run_signals(s.spec, s.topology.fabric, policy)
+        executor = session.wrap(s.executor, s.spec, signals)
         return run(mode, nodes, s.topology, s.spec, executor, policy,
                    progress=_Progress(opts.quiet), log_suspects=log_suspects)  # fmt: skip
 
@@ -170,7 +171,7 @@ def _run_mode(mode: str, opts: RunOptions, ops: OpsOptions, **policy) -> None:
         check_flags(mode, opts)
         s = setup(opts)
         pol = _policy(mode, spec=s.spec, seed=opts.seed, pair_probe=opts.probe,
-                      budget_s=opts.budget_s, **policy)  # fmt: skip
+                      budget_s=opts.budget_s, **opts.signal_policy(), **policy)  # fmt: skip
         result = _run(mode, s, pol, opts, ops=ops)
     _finish(result, opts.json_, result.exit_code)
 
@@ -216,7 +217,8 @@ def bisect(opts: RunOptions,
                               hostfile=hostfile)
         named = scope.log.suspect_hosts if scope.log is not None else ()
         pol = _policy("bisect", spec=s.spec, seed=opts.seed, pair_probe=opts.probe,
-                      budget_s=opts.budget_s, scale_group_size=scope.scale_for(scale))
+                      budget_s=opts.budget_s, scale_group_size=scope.scale_for(scale),
+                      **opts.signal_policy())
         result = _run("bisect", s, pol, opts, ops=opts.ops(), log_suspects=named,
                       extra=scope.info())
     code = finish(scope, result, result.exit_code, json_=opts.json_, console=out)

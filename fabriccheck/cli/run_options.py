@@ -58,6 +58,38 @@ class RunOptions:
     max_drain: float = 0.1
     exclude_file: str | None = None
     metrics: str | None = None
+    signals: list[str] | None = None
+    no_preflight: bool = False
+
+    def signal_policy(self) -> dict[str, Any]:
+        """``signals`` (read from every ``--signals FILE``) and ``preflight`` for the policy.
+
+        Raises
+        ------
+        ConfigError
+            A bad signals file (one line: file, entry, field), or one name in two files.
+        """
+        from fabriccheck.errors import ConfigError
+        from fabriccheck.probes.signal_value import resolve_parser
+        from fabriccheck.specs import load_signals
+
+        seen: dict[str, str] = {}
+        out = []
+        for path in self.signals or []:
+            for i, sig in enumerate(load_signals(path)):
+                if sig.parser is not None:
+                    try:
+                        resolve_parser(sig.parser)
+                    except ConfigError as exc:
+                        raise ConfigError(f"no signal parser {sig.parser!r}", source=path,
+                                          field=f"signals[{i}].parser", hint=exc.hint) from None
+                if sig.name in seen:
+                    raise ConfigError(f"signal {sig.name!r} is also in {seen[sig.name]}",
+                                      source=path, field="signals",
+                                      hint="give each signal one name across --signals files")
+                seen[sig.name] = path
+                out.append(sig)
+        return {"signals": tuple(out), "preflight": not self.no_preflight}
 
     def ops(self, **extra: Any) -> OpsOptions:
         """The operations options (history, scheduler, actions) of this run."""
@@ -109,6 +141,11 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "max_drain": (oo.MaxDrain, 0.1),
     "exclude_file": (oo.ExcludeFile, None),
     "metrics": (oo.Metrics, None),
+    "signals": (Annotated[list[str] | None, _opt(
+        "--signals", help="Signals file (DESIGN.md 'Signals'); repeatable.")], None),
+    "no_preflight": (Annotated[bool, _opt(
+        "--no-preflight", help="Skip the built-in preflight checks (GPUs, ports, PCIe, "
+                               "counters, kernel log).")], False),
 }  # fmt: skip
 
 assert set(SHARED) == {f.name for f in fields(RunOptions)}

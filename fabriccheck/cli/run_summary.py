@@ -14,6 +14,8 @@ def print_summary(result: RunResult, console: Console) -> None:
     untested = result.extra.get("untested") or []
     head = "[bold green]healthy[/]" if not found and not result.fabric_warnings else (
         "[bold red]faults found[/]" if found else "[bold yellow]fabric warnings[/]")
+    if not found and not result.fabric_warnings and untested:
+        head = "[bold yellow]incomplete[/]"  # nothing wrong seen, but not everything tested
     if not result.tests:
         head = "[bold yellow]could not test[/]"
     console.print(
@@ -53,9 +55,16 @@ def print_summary(result: RunResult, console: Console) -> None:
         console.print(f"[dim]{len(glitches)} single low test(s) not reproduced: treated as "
                       f"noise, nobody blamed ({', '.join(glitches[:5])}"
                       f"{' …' if len(glitches) > 5 else ''})[/]", highlight=False)
-    if untested:
-        console.print(f"[yellow]untested:[/] {', '.join(untested[:10])}"
-                      f"{' …' if len(untested) > 10 else ''} (no test finished)", highlight=False)
+    parts = [u for u in untested if not u.startswith("signal ")]
+    readings = [u.removeprefix("signal ") for u in untested if u.startswith("signal ")]
+    if parts:
+        console.print(f"[yellow]untested:[/] {', '.join(parts[:10])}"
+                      f"{' …' if len(parts) > 10 else ''} (no test finished)", highlight=False)
+    if readings:
+        console.print(f"[yellow]signals without a reading:[/] {', '.join(readings[:6])}"
+                      f"{' …' if len(readings) > 6 else ''} ({len(readings)} in all; the "
+                      "command failed or printed no value: see the signals in --json)",
+                      highlight=False)
     stop = result.extra.get("stop_reason")
     if stop:
         console.print(f"[yellow]stopped:[/] {stop}", highlight=False)

@@ -2,16 +2,22 @@
 
 Phases, in order (DESIGN.md "How faults are found"; :data:`PHASES`):
 
+0. **preflight**: the level-1 signals (built-in node-local checks and user signals) ride along
+   with the first round (they are node-local and take seconds: the round's time barely
+   grows, and the round count of the traffic phases is unchanged); readings within noise of
+   their bound are retested once, with the second round
+   (:class:`~fabriccheck.planning.signal_rounds.SignalPhases`);
 1. **ladder**: the levels of the run (:mod:`fabriccheck.planning.ladder`): 1x beside the first
    rail-pair round, the second rail-pair round, 2x/4x/8x collectives in two carvings each (the
-   default of sweep and gate; a preflight/signals round would be a phase ahead of it);
+   default of sweep and gate);
 2. **sweep**: without a ladder (``levels=()``, bisect), ``policy.sweep_rounds`` pairing rounds,
    each node with a different partner over a different path (gate: the second only when the
    first found something);
 3. **scale**: one collective round over groups of ``policy.scale_group_size`` (off by default;
    bisect runs it only when the pairs showed nothing), whose failing groups are queued for
    bisection (so are the failing groups of the ladder's 4x/8x rounds);
-4. **follow-up**: confirmations, 1x retests, retests of untested nodes, link localization and
+4. **signals**: the signals of level 2, 4 and 8 over the nodes still in play;
+5. **follow-up**: confirmations, 1x retests, retests of untested nodes, link localization and
    bisection steps (:mod:`fabriccheck.planning.followup`), until nothing is left to plan or
    ``policy.max_rounds`` is reached.
 
@@ -37,10 +43,11 @@ from fabriccheck.planning.ladder import (
     plan_ladder,
     plan_step,
 )
+from fabriccheck.planning.signal_rounds import SignalPhases
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.run_history import RunHistory
-from fabriccheck.specs import TestSpec
+from fabriccheck.specs import SignalSpec, TestSpec
 from fabriccheck.topology.view import FabricView
 
 #: setup time a pair test needs on top of its duration (perftest/iperf3 start, connect)
@@ -64,7 +71,7 @@ class _Finished:
 FINISHED = _Finished()
 
 #: the planner's phases, in order (each a ``Planner._<phase>`` method)
-PHASES = ("ladder", "sweep", "scale", "follow_up")
+PHASES = ("ladder", "sweep", "scale", "signals", "follow_up")
 
 
 @dataclass
@@ -89,6 +96,8 @@ class RunContext:
     spec: TestSpec
     policy: SweepPolicy
     log_suspects: tuple[str, ...] = ()
+    #: every signal the run reads (built-in preflight, the spec's, --signals files)
+    signals: tuple[SignalSpec, ...] = ()
 
     def builder(self, history: RunHistory) -> RoundBuilder:
         """A builder for the next round, its timeout cut to what the budget has left."""
@@ -127,10 +136,24 @@ class Planner:
         self.ladder_memory = LadderMemory.new(self.memory)
         self.bisect = BisectState()
         self.tries: dict[str, int] = {}
+        self.signals = SignalPhases(ctx.signals, ctx.spec.gpus_per_node)
 
     # ---- the state machine -------------------------------------------------------------------
-    def next_round(self, history: RunHistory, inf: Inference) -> RoundPlan | _Finished:
-        """The next round to run, or :data:`FINISHED`."""
+    def next_round(self, history: RunHistory, inf: Inference,
+                   signal_retests: Sequence = ()) -> RoundPlan | _Finished:
+        """The next round to run, or :data:`FINISHED` (``signal_retests``: failing signal
+        readings within noise of their bound, :attr:`SignalState.retest`)."""
+        ctx = self.ctx
+        local = self.signals.before_traffic(ctx.nodes, ctx.view, history.round_count + 1,
+                                            signal_retests, self._budget_left(history))
+        plan = self._traffic_round(history, inf)
+        if not local:
+            return plan
+        if isinstance(plan, _Finished):
+            return RoundPlan(RoundKind.PREFLIGHT, tuple(local))
+        return RoundPlan(plan.kind, (*local, *plan.tests))
+
+    def _traffic_round(self, history: RunHistory, inf: Inference) -> RoundPlan | _Finished:
         while self.phase < len(PHASES):
             plan = getattr(self, "_" + PHASES[self.phase])(history, inf)
             if plan is not None:
@@ -172,6 +195,11 @@ class Planner:
         tests = self._scale_round(history, inf)
         return RoundPlan(RoundKind.SCALE, tuple(tests)) if tests else None
 
+    def _signals(self, history: RunHistory, inf: Inference) -> RoundPlan | None:
+        tests = self.signals.after_traffic(self.ctx.active(inf), self.ctx.view,
+                                           history.round_count + 1, self._budget_left(history))
+        return RoundPlan(RoundKind.SIGNALS, tuple(tests)) if tests else None
+
     def _follow_up_into(self, history: RunHistory, inf: Inference):
         """Follow-up steps planned into a ladder round's builder (once suspects exist)."""
         def plan(b) -> None:
@@ -188,10 +216,15 @@ class Planner:
         return pol.max_rounds + max(0, len(self.ladder.steps) - pol.sweep_rounds)
 
     def _follow_up(self, history: RunHistory, inf: Inference) -> RoundPlan | None:
-        if history.round_count >= self.round_limit:
+        if history.traffic_rounds >= self.round_limit:
             return None
         tests = plan_followup_round(self.ctx, history, inf, self.bisect, self.tries)
         return RoundPlan(RoundKind.FOLLOW_UP, tuple(tests)) if tests else None
+
+    def _budget_left(self, history: RunHistory) -> float | None:
+        """Test time the budget has left (None: no budget): no signal may wait longer."""
+        budget = self.ctx.policy.budget_s
+        return None if budget is None else max(0.0, budget - history.test_seconds)
 
     def absorb(self, history: RunHistory, inf: Inference) -> None:
         """Read the round just run: queue failing scale groups, advance bisection steps."""
@@ -199,10 +232,11 @@ class Planner:
         if last is None:
             return
         step, self.last_step = self.last_step, None
+        observations = [o for o in last.observations if o.test.probe != "signal"]
         if last.kind == RoundKind.SCALE and step is not None and step.level != JOB:
-            self._note_ladder_groups(step, last.observations, inf)
+            self._note_ladder_groups(step, observations, inf)
         elif last.kind == RoundKind.SCALE:
-            self._queue_scale_failures(last.observations, inf)
+            self._queue_scale_failures(observations, inf)
         elif last.kind == RoundKind.FOLLOW_UP:
             self._advance_bisect(history, inf)
 

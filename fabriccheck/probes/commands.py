@@ -14,6 +14,8 @@ reference/tool-formats.md §1.8, §2.6 and §4 (Azure NHC):
   ``NCCL_IB_HCA`` limited to the NICs of the rails under test.
 - ``allreduce-cpu``: ``python -m fabriccheck.probes.allreduce_cpu`` once per node (gloo over the
   rails' interfaces); rank 0 prints an nccl-tests table, so the nccl-tests parser reads it.
+- ``signal``: ``sh -c <the signal's command>`` on the first node, placeholders filled and quoted
+  (:mod:`fabriccheck.probes.signal_command`).
 """
 
 from __future__ import annotations
@@ -275,5 +277,9 @@ def build_launch(
         return nccl_launch(test, nic_ips, opts)
     if test.probe == "allreduce-cpu":
         return allreduce_cpu_launch(test, nic_ips, port, opts)
+    if test.probe == "signal":
+        from fabriccheck.probes.signal_command import signal_launch
+
+        return signal_launch(test, nic_ips)
     raise ConfigError(f"test {test.test_id}: unknown probe {test.probe!r}",
                       hint="use nccl, ib_write_bw, iperf3 or allreduce-cpu")

@@ -22,6 +22,7 @@ from fabriccheck.models import HEALTHY, PASS, Observation, RunResult, Verdict, n
 from fabriccheck.report.advice import Headline, headline, next_steps
 from fabriccheck.report.charts import render_nic_bars, render_sparkline, render_timeline
 from fabriccheck.report.heatmaps import render_pair_matrix, render_rail_heatmap
+from fabriccheck.report.signals_table import signal_rows
 from fabriccheck.report.topology_svg import DETAIL_MAX_NODES, render_topology
 from fabriccheck.report.view import (
     HUNG,
@@ -259,6 +260,8 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
             f"{healthy_hidden:,} healthy verdicts not listed (see results.json)."
             if healthy_hidden else "Healthy components without a verdict row passed every test."
         ),
+        signal_rows=signal_rows(result.extra.get("signals") or {}),
+        preflight_skipped=result.extra.get("preflight_skipped") or [],
         failing=[_test_row(o, True) for o in listed],
         failing_more=listed_more,
         all_tests=all_tests,

@@ -104,11 +104,37 @@ class LinkFlapping(StrictModel):
     probability: float = Field(gt=0, le=1, description="chance a test over it fails, (0, 1]")
 
 
+class GpuMissing(StrictModel):
+    """A node that lists one GPU fewer than its spec (fell off the bus)."""
+
+    kind: Literal["gpu_missing"]
+    node: Name
+
+
+class PcieDowntrained(StrictModel):
+    """A NIC whose PCIe link trained at fewer lanes than its maximum (x16): its bandwidth is
+    capped to ``width / 16`` of line rate."""
+
+    kind: Literal["pcie_downtrained"]
+    nic: NicEndpoint = Field(description="node/nic")
+    width: Literal[1, 2, 4, 8] = Field(description="lanes it trained at (of 16)")
+
+
+class PortErrors(StrictModel):
+    """A NIC port whose error counters grow (symbol and link errors) and whose tests now and
+    then come out low."""
+
+    kind: Literal["port_errors"]
+    nic: NicEndpoint = Field(description="node/nic")
+    rate: float = Field(gt=0, le=1e6, description="error counts per second")
+
+
 FAULT_MODELS = (NicDegraded, NicDown, NodeSlow, GpuLinkDegraded, NodeHang, NodeUnreachable,
-                LinkDegraded, LinkDown, LinkFlapping)  # fmt: skip
+                LinkDegraded, LinkDown, LinkFlapping, GpuMissing, PcieDowntrained,
+                PortErrors)  # fmt: skip
 AnyFault = Annotated[
     NicDegraded | NicDown | NodeSlow | GpuLinkDegraded | NodeHang | NodeUnreachable
-    | LinkDegraded | LinkDown | LinkFlapping,
+    | LinkDegraded | LinkDown | LinkFlapping | GpuMissing | PcieDowntrained | PortErrors,
     Field(discriminator="kind"),
 ]
 

@@ -188,7 +188,7 @@ class Store(ActionLogMixin, RetentionMixin):
                 "INSERT OR IGNORE INTO observations (run_id, round, test_id, probe, group_size,"
                 " purpose, status, value, unit, floor, obs_json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (run_id, o.test.round if round_no is None else round_no, o.test.test_id,
-                 o.test.probe, o.test.group_size, o.test.purpose, o.status, o.value, o.unit,
+                 _probe_column(o), o.test.group_size, o.test.purpose, o.status, o.value, o.unit,
                  o.floor, json.dumps(d, default=str)),
             )  # fmt: skip
             if cur.rowcount:
@@ -394,3 +394,11 @@ class Store(ActionLogMixin, RetentionMixin):
     ) -> list[LemonScore]:
         """Nodes implicated again and again, highest score first (real runs unless told)."""
         return analytics.lemon_nodes(self.conn, last_runs=last_runs, executor=executor)
+
+
+def _probe_column(o: Observation) -> str:
+    """The ``observations.probe`` value: the probe, or ``signal:<name>`` for a signal reading,
+    so history keeps every signal apart (baselines, drift, lemon queries by probe)."""
+    if o.test.probe == "signal":
+        return f"signal:{o.test.params.get('signal', '')}"
+    return o.test.probe

@@ -27,8 +27,17 @@ def test_key(test: Test) -> tuple[str, str, tuple[str, ...]]:
 test_key.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
-def _judge(test: Test, raw: RawResult, spec: Any) -> Observation:
-    """The observation the orchestrator would make (peer statistics aside)."""
+def _judge(test: Test, raw: RawResult, spec: Any, signals: Mapping[str, Any] | None = None
+           ) -> Observation:
+    """The observation the orchestrator would make (peer statistics aside); a signal reading
+    is judged against its signal (value and bound), as the orchestrator does."""
+    if test.probe == "signal":
+        sig = (signals or {}).get(str(test.params.get("signal")))
+        if sig is not None:
+            from fabriccheck.inference.signals import judge_signal
+
+            return judge_signal(test, raw, sig)
+        spec = None  # a signal's text means nothing to the traffic parsers
     if spec is not None:
         from fabriccheck.inference.evaluate import evaluate
         from fabriccheck.probes.detect import parse_raw
@@ -56,6 +65,8 @@ class RecordingExecutor:
         Used to judge each round as it is written (without it: pass/hang/error from exit codes).
     replay : mapping of round -> observations, optional
         Completed rounds of an earlier attempt of the same run.
+    signals : sequence of SignalSpec, optional
+        The run's signals, to judge signal readings (value and bound) as they are written.
     """
 
     def __init__(
@@ -66,12 +77,14 @@ class RecordingExecutor:
         *,
         spec: Any = None,
         replay: Mapping[int, Sequence[Observation]] | None = None,
+        signals: Sequence[Any] = (),
     ) -> None:
         self.inner = inner
         self.name = getattr(inner, "name", "executor")
         self.store = store
         self.run_id = run_id
         self.spec = spec
+        self.signals = {s.name: s for s in signals}
         self.replayed = 0
         self._replay: dict[tuple, RawResult] = {}
         for obs in (replay or {}).values():
@@ -93,7 +106,7 @@ class RecordingExecutor:
         round_no = max(0, self._next_round - 1) if later_wave else self._next_round
         self._next_round = round_no + 1
         if todo:  # a fully replayed round is already in the store
-            obs = [_judge(t, r, self.spec) for t, r in zip(tests, raws, strict=True)]
+            obs = [_judge(t, r, self.spec, self.signals) for t, r in zip(tests, raws, strict=True)]
             self.store.record_round(self.run_id, round_no, obs)
         return raws
 

@@ -29,11 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from fabriccheck.errors import ConfigError
-from fabriccheck.executors.sim import render, tools
+from fabriccheck.executors.sim import preflight, render, tools
 from fabriccheck.executors.sim.model import Capacities, Router, max_min_rates, stable_hash
 from fabriccheck.faults import FaultSet
 from fabriccheck.models import PROBES, Flow, LinkKey, RawResult, Test, link_key, nic_node
 from fabriccheck.probes.commands import DEFAULT_PORT, CommandOptions, build_launch
+from fabriccheck.probes.signal_command import render_signal, signal_values
 from fabriccheck.specs import ProbeSpec, TestSpec
 from fabriccheck.topology.model import Topology
 
@@ -57,6 +58,8 @@ IPERF3_EFFICIENCY = 0.94
 CPU_EFFICIENCY = 0.90
 CPU_INTRA_BUSBW_GBPS = 10.0
 SSH_CONNECT_TIMEOUT_S = 10.0
+#: chance a test through a NIC with ``port_errors`` comes out low (link-level retransmissions)
+PORT_ERROR_GLITCH = 0.15
 DEFAULT_SIZE = {"nccl": 1 << 30, "allreduce-cpu": 1 << 26, "ib_write_bw": 65536, "iperf3": 131072}
 
 
@@ -108,6 +111,7 @@ class SimExecutor:
         self._zero: set[int] = set()  # hop ids with capacity 0 (down)
         self._flap: set[int] = set()  # hop ids on flapping links
         self._ips: dict[str, str] = {}
+        self._node_facts: dict[str, preflight.NodeFacts] = {}
         self._node_idx = {n: i for i, n in enumerate(sorted(topology.nodes))}
         self._rails = max(1, topology.rails)  # a property that scans every node: read once
         sku_text = (sku or (spec.sku if spec else "") or "h100").lower()
@@ -155,6 +159,17 @@ class SimExecutor:
         planned = max((t.round for t in tests), default=0)
         # (a round run in waves calls this once per wave with the same planned round)
         self.round_no = planned if planned >= max(1, self.round_no) else self.round_no + 1
+        signal_raws = {i: self._signal(t) for i, t in enumerate(tests) if t.probe == "signal"}
+        if signal_raws:
+            traffic = [t for t in tests if t.probe != "signal"]
+            raws = iter(self._run_traffic(traffic) if traffic else [])
+            if not traffic:
+                self.clock_s += max(r.duration_s for r in signal_raws.values())
+            return [signal_raws[i] if i in signal_raws else next(raws)
+                    for i in range(len(tests))]
+        return self._run_traffic(tests)
+
+    def _run_traffic(self, tests: Sequence[Test]) -> list[RawResult]:
         preps = [self._prepare(t) for t in tests]
         running = sorted((p for p in preps if p.state == "run" and any(p.hops)),
                          key=lambda p: p.test.test_id)
@@ -173,6 +188,45 @@ class SimExecutor:
 
     def close(self) -> None:
         """Nothing to release."""
+
+    # ---- signals -------------------------------------------------------------------------------
+    def _signal(self, test: Test) -> RawResult:
+        """A signal test: its rendered command answered by :mod:`.preflight` (real formats)."""
+        node = test.nodes[0]
+        if node not in self.topology.nodes:
+            raise ConfigError(f"test {test.test_id}: node {node!r} is not in topology "
+                              f"{self.topology.name!r}")
+        command = str(test.params.get("command", ""))
+        ips = {nic.endpoint: self.nic_ip(nic.endpoint) for n in test.nodes[1:2]
+               for nic in self.topology.nodes[n].nics} if "{peer_addr}" in command else {}
+        gpus = int(test.params.get("gpus_per_node", 0))
+        line = render_signal(command, signal_values(test, ips, gpus))
+        commands = (f"{node}: sh -c {line!r}",)
+        if node in self.caps.unreachable:
+            return RawResult(test.test_id, stderr=f"ssh: connect to host {node} port 22: No "
+                             "route to host\n", exit_code=None, duration_s=SSH_CONNECT_TIMEOUT_S,
+                             unreachable=(node,), commands=commands)
+        if node in self.caps.hung:
+            return RawResult(test.test_id, exit_code=None, duration_s=test.timeout_s,
+                             timed_out=True, commands=commands)
+        facts = self._facts(node)
+        run = preflight.answer(line, node, facts, seed=self.seed, fabric=self.topology.fabric,
+                               clock_s=self.clock_s)
+        if run.duration_s > test.timeout_s:
+            return RawResult(test.test_id, stdout=run.stdout, exit_code=None,
+                             duration_s=test.timeout_s, timed_out=True, commands=commands)
+        return RawResult(test.test_id, stdout=run.stdout, stderr=run.stderr,
+                         exit_code=run.exit_code, duration_s=run.duration_s, commands=commands)
+
+    def _facts(self, node: str) -> preflight.NodeFacts:
+        facts = self._node_facts.get(node)
+        if facts is None:
+            n = self.topology.nodes[node]
+            gpus = (self.spec.gpus_per_node if self.spec else 0) or n.gpus
+            facts = preflight.node_facts(node, {nic.name: nic.gbps for nic in n.nics}, gpus,
+                                         self.gpu_name, self.faults)
+            self._node_facts[node] = facts
+        return facts
 
     # ---- per test ----------------------------------------------------------------------------
     def _probe_spec(self, probe: str, k: int, collective: str | None) -> ProbeSpec | None:
@@ -323,6 +377,11 @@ class SimExecutor:
         test, p = prep.test, prep.test.params
         failed = prep.state == "fail"
         noise, rng = (1.0, random.Random(0)) if failed else self._noise(test)
+        if not failed and self.caps.error_nics and any(
+                e in self.caps.error_nics for f in prep.flows for e in (f.src, f.dst)):
+            u = stable_hash(self.seed, self.round_no, test.test_id, "port-errors") / 2.0**64
+            if u < PORT_ERROR_GLITCH:
+                noise *= 0.5 + 0.3 * u / PORT_ERROR_GLITCH
         jitter = self.faults.noise.jitter
         if test.probe in ("nccl", "allreduce-cpu"):
             cpu = test.probe == "allreduce-cpu"

@@ -66,6 +66,8 @@ class Capacities:
     gpu_factor: dict[str, float] = field(default_factory=dict)
     #: NIC -> its own speed factor (a loopback test sees it without the cable)
     nic_factor: dict[str, float] = field(default_factory=dict)
+    #: NICs with ``port_errors``: their tests now and then come out low
+    error_nics: frozenset[str] = frozenset()
 
     @classmethod
     def build(cls, topology: Topology, faults: FaultSet) -> Capacities:
@@ -80,6 +82,8 @@ class Capacities:
         for f in faults.faults:
             if f.kind == "nic_degraded":
                 nic_f[f.nic] = nic_f.get(f.nic, 1.0) * f.factor  # type: ignore[index,operator]
+            elif f.kind == "pcie_downtrained":  # x8 of x16: half the lanes, half the rate
+                nic_f[f.nic] = nic_f.get(f.nic, 1.0) * min(1.0, f.width / 16)  # type: ignore[index,operator]
             elif f.kind == "nic_down":
                 nic_f[f.nic] = 0.0  # type: ignore[index]
                 down_nics.add(f.nic)  # type: ignore[arg-type]
@@ -115,6 +119,7 @@ class Capacities:
             down_links=frozenset(down_links),
             gpu_factor=gpu_f,
             nic_factor=nic_f,
+            error_nics=frozenset(f.nic for f in faults.of_kind("port_errors") if f.nic),
         )
 
 

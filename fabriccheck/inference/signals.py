@@ -1,0 +1,278 @@
+"""Signals judged (DESIGN.md "Signals"): each reading against its bound, then against its peers.
+
+A signal reading is **direct evidence about the node (or NIC) itself** -- the node says it sees 7
+GPUs, the NIC says its PCIe link trained at x8 -- so there is no partner or path to share the
+blame with, which is what the "independent evidence" rule (two partners, two rounds) guards
+against. What can still mislead is noise in the reading, so:
+
+- a value beyond its bound by more than :data:`NOISE_MARGIN` (relative to the bound) is **bad**
+  at once: the node, or the NIC for ``per: nic`` signals, is drained with the signal's name,
+  value and bound as its reason;
+- a value beyond its bound but within that margin is retested once (the planner asks for it):
+  failing again is bad, passing makes the first reading a glitch; until the retest has run the
+  part is a suspect (a bound of 0 has no such margin: any excess is beyond it);
+- a value that passes its bound but sits far from the same signal's values on the other nodes
+  (robust z and a relative gap, like the bandwidth peers, and at least halfway from their median
+  to the bound) is a **suspect**: reported, never drained on peers alone;
+- a reading that could not be taken (command failed, no value, timeout, a command the
+  simulator does not know) leaves that signal **untested** on that node or NIC.
+
+Signals of level 2, 4 and 8 read a group: a failing group makes its nodes suspects (a group
+reading cannot tell its members apart), never bad.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from fabriccheck.errors import ConfigError, ParseError
+from fabriccheck.models import (
+    BAD,
+    ERROR,
+    FAIL,
+    PASS,
+    SUSPECT,
+    UNREACHABLE,
+    Observation,
+    RawResult,
+    Test,
+    Verdict,
+)
+from fabriccheck.probes.signal_value import extract_value
+from fabriccheck.specs import SignalSpec
+
+#: a failing value closer than this share of the bound is retested before blame
+NOISE_MARGIN = 0.10
+#: peers: a passing value is a suspect when its robust z exceeds this and ...
+PEER_Z = 4.0
+#: ... it is this share of the median (or of the bound) away from the median
+PEER_MIN_GAP = 0.25
+#: fewest readings of one signal before peers are compared
+PEER_MIN_COUNT = 4
+
+
+def target_of(test: Test) -> str:
+    """What a signal test reads: ``node`` or ``node/nic`` (level 1); the group, ``a+b+..``."""
+    base = "+".join(test.nodes)
+    nic = test.params.get("nic")
+    return f"{base}/{nic}" if nic and len(test.nodes) == 1 else (
+        f"{base}@{nic}" if nic else base)
+
+
+def bound_text(sig: SignalSpec) -> str:
+    """``>= 400 Gb/s``, ``<= 0 lines`` or ``in [4, 4]``."""
+    u = f" {sig.unit}" if sig.unit else ""
+    if sig.pass_min is not None and sig.pass_max is not None:
+        return f"in [{sig.pass_min:g}, {sig.pass_max:g}]{u}"
+    if sig.pass_min is not None:
+        return f">= {sig.pass_min:g}{u}"
+    return f"<= {sig.pass_max:g}{u}"
+
+
+def _violation(value: float, sig: SignalSpec) -> tuple[float, float] | None:
+    """(bound, relative distance beyond it) when ``value`` fails, else None."""
+    if sig.pass_min is not None and value < sig.pass_min:
+        return sig.pass_min, (sig.pass_min - value) / max(abs(sig.pass_min), 1e-9)
+    if sig.pass_max is not None and value > sig.pass_max:
+        scale = abs(sig.pass_max) if sig.pass_max else float("inf")
+        return sig.pass_max, (value - sig.pass_max) / scale if scale != float("inf") else 1.0
+    return None
+
+
+def judge_signal(test: Test, raw: RawResult, sig: SignalSpec) -> Observation:
+    """One signal test's observation: ``pass``/``fail`` with its value, or ``error`` /
+    ``unreachable`` with the reason (never an exception for a bad reading)."""
+    unit = sig.unit
+    if raw.unreachable:
+        return Observation(test, UNREACHABLE, unit=unit, raw=raw,
+                           reason=f"unreachable: {', '.join(raw.unreachable)}")
+    if raw.timed_out or raw.exit_code is None:
+        return Observation(test, ERROR, unit=unit, raw=raw,
+                           reason=f"no reading: timed out after {test.timeout_s:g} s")
+    if raw.error:
+        return Observation(test, ERROR, unit=unit, raw=raw, reason=f"no reading: {raw.error}")
+    if raw.exit_code:  # a failed command's text is not a reading (a refused dmesg is not 0)
+        tail = (raw.stderr.strip().splitlines() or [""])[-1][:120]
+        return Observation(test, ERROR, unit=unit, raw=raw, reason=(
+            f"no reading: command exited {raw.exit_code}" + (f": {tail}" if tail else "")))
+    try:
+        value = extract_value(raw.stdout, regex=sig.value, parser=sig.parser)
+    except (ParseError, ConfigError) as exc:
+        return Observation(test, ERROR, unit=unit, raw=raw, reason=f"no reading: {exc}")
+    bad = _violation(value, sig)
+    floor = sig.pass_min if sig.pass_min is not None else sig.pass_max
+    if bad is None:
+        return Observation(test, PASS, value, unit, floor=floor, raw=raw,
+                           reason=f"{sig.name} {value:g} {bound_text(sig)}")
+    return Observation(test, FAIL, value, unit, floor=bad[0], raw=raw,
+                       reason=f"signal {sig.name}: {value:g}{' ' + unit if unit else ''} "
+                              f"fails {bound_text(sig)}")
+
+
+def judge_signal_round(tests: Sequence[Test], raws: Sequence[RawResult],
+                       signals: Mapping[str, SignalSpec]) -> list[Observation]:
+    """:func:`judge_signal` over a round (tests and raws in the same order)."""
+    return [judge_signal(t, r, signals[str(t.params["signal"])])
+            for t, r in zip(tests, raws, strict=True)]
+
+
+@dataclass
+class SignalReadings:
+    """Every target's readings of one signal, and what they add up to."""
+
+    spec: SignalSpec
+    readings: dict[str, list[Observation]] = field(default_factory=dict)
+    status: dict[str, str] = field(default_factory=dict)  # target -> pass|fail|suspect|...
+    reason: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        values = {}
+        for target, obs in sorted(self.readings.items()):
+            last = next((o for o in reversed(obs) if o.value is not None), obs[-1])
+            status = self.status[target]
+            entry = {"value": last.value, "status": status}
+            if status != "pass":  # a passing reading needs no story (thousands of NICs)
+                entry["reason"] = self.reason[target]
+                entry["tests"] = [o.test.test_id for o in obs]
+            values[target] = entry
+        s = self.spec
+        return {"level": s.level, "per": s.per, "unit": s.unit,
+                "pass": {k: v for k, v in (("min", s.pass_min), ("max", s.pass_max))
+                         if v is not None},
+                "values": values}
+
+
+@dataclass
+class SignalState:
+    """What the run's signal readings say: verdicts, retests wanted, the ``signals`` JSON."""
+
+    by_signal: dict[str, SignalReadings] = field(default_factory=dict)
+    bad_nodes: dict[str, Verdict] = field(default_factory=dict)
+    bad_nics: dict[str, Verdict] = field(default_factory=dict)
+    suspects: dict[str, Verdict] = field(default_factory=dict)
+    #: (signal, target) readings that could not be taken
+    untested: list[tuple[str, str]] = field(default_factory=list)
+    #: failing readings within noise of their bound, not yet retested
+    retest: list[Observation] = field(default_factory=list)
+    #: how many readings were judged
+    readings: int = 0
+
+    def to_json(self) -> dict:
+        return {name: r.to_json() for name, r in sorted(self.by_signal.items())}
+
+
+def evaluate_signals(observations: Sequence[Observation], signals: Sequence[SignalSpec]
+                     ) -> SignalState:
+    """Judge every signal reading of the run so far (pure; see the module doc for the rules)."""
+    specs = {s.name: s for s in signals}
+    state = SignalState(readings=len(observations))
+    for o in observations:
+        name = str(o.test.params.get("signal"))
+        if name not in specs:
+            continue
+        r = state.by_signal.setdefault(name, SignalReadings(specs[name]))
+        r.readings.setdefault(target_of(o.test), []).append(o)
+    for r in state.by_signal.values():
+        for target, obs in r.readings.items():
+            _judge_target(r, target, obs, state)
+        _judge_peers(r, state)
+    return state
+
+
+def _judge_target(r: SignalReadings, target: str, obs: list[Observation],
+                  state: SignalState) -> None:
+    sig = r.spec
+    measured = [o for o in obs if o.status in (PASS, FAIL)]
+    if not measured:
+        r.status[target], r.reason[target] = "untested", obs[-1].reason
+        state.untested.append((sig.name, target))
+        return
+    fails = [o for o in measured if o.status == FAIL]
+    last = measured[-1]
+    if not fails:
+        r.status[target], r.reason[target] = "pass", last.reason
+        return
+    first = fails[0]
+    near = (_violation(first.value, sig) or (0.0, 1.0))[1] <= NOISE_MARGIN  # type: ignore[arg-type]
+    if len(measured) == 1 and near:
+        r.status[target] = "retest"
+        r.reason[target] = first.reason + " (within noise of the bound: retested before blame)"
+        state.retest.append(first)
+        # open until the retest runs (a run that ends first leaves it a suspect, not healthy)
+        kind = "nic" if "/" in target else "node"
+        state.suspects.setdefault(target, Verdict(kind, target, SUSPECT, r.reason[target],
+                                                  (first.test.test_id,)))
+        return
+    if last.status == PASS and len(fails) == 1 and near:
+        r.status[target] = "glitch"
+        r.reason[target] = f"{first.reason} once, within noise of the bound; the retest passed"
+        return
+    ids = tuple(o.test.test_id for o in fails)
+    why = first.reason + ("" if not near else f" (and again: {fails[-1].value:g})")
+    _blame(r, target, first.test, why, ids, state)
+
+
+def _blame(r: SignalReadings, target: str, test: Test, why: str, ids: tuple[str, ...],
+           state: SignalState) -> None:
+    if len(test.nodes) > 1:  # a group reading: its members are suspects, never bad
+        r.status[target], r.reason[target] = "suspect", why + " (group reading)"
+        for n in test.nodes:
+            state.suspects.setdefault(n, Verdict("node", n, SUSPECT,
+                                                 f"in a failing group: {why}", ids))
+        return
+    r.status[target], r.reason[target] = "fail", why
+    node = test.nodes[0]
+    if r.spec.per == "nic" and test.params.get("nic"):
+        e = f"{node}/{test.params['nic']}"
+        _add(state.bad_nics, Verdict("nic", e, BAD, why, ids))
+    else:
+        _add(state.bad_nodes, Verdict("node", node, BAD, why, ids))
+
+
+def _add(into: dict[str, Verdict], v: Verdict) -> None:
+    old = into.get(v.name)
+    into[v.name] = v if old is None else replace(
+        old, reason=f"{old.reason}; {v.reason}", evidence=old.evidence + v.evidence)
+
+
+def _judge_peers(r: SignalReadings, state: SignalState) -> None:
+    """Passing values far from the signal's other values are suspects (never drained)."""
+    sig = r.spec
+    latest = {t: obs[-1].value for t, obs in r.readings.items()
+              if r.status.get(t) == "pass" and obs[-1].value is not None}
+    if len(latest) < PEER_MIN_COUNT:
+        return
+    values = list(latest.values())
+    med = statistics.median(values)
+    mad = statistics.median(abs(v - med) for v in values) * 1.4826
+    bound = sig.pass_min if sig.pass_min is not None else sig.pass_max
+    gap = PEER_MIN_GAP * max(abs(med), abs(bound or 0.0))
+    for target, v in latest.items():
+        dev = v - med
+        low_bad = sig.pass_min is not None and dev < 0
+        high_bad = sig.pass_max is not None and dev > 0
+        if not (low_bad or high_bad) or abs(dev) <= max(gap, PEER_Z * mad):
+            continue
+        edge = sig.pass_min if low_bad else sig.pass_max
+        if edge is not None and abs(dev) <= 0.5 * abs(edge - med):
+            continue  # nearer its peers than its bound: a counter's few stray counts
+        obs = r.readings[target][-1]
+        why = (f"signal {sig.name}: {v:g}{' ' + sig.unit if sig.unit else ''} passes "
+               f"{bound_text(sig)} but is far from its peers (median {med:g})")
+        r.status[target], r.reason[target] = "suspect", why
+        kind = "nic" if "/" in target else "node"
+        state.suspects.setdefault(target, Verdict(kind, target, SUSPECT, why,
+                                                  (obs.test.test_id,)))
+
+
+def merge_signal_verdicts(inf, state: SignalState):
+    """``inf`` (an :class:`~fabriccheck.inference.attribute.Inference`) with the signals' bad
+    nodes and NICs added (their reasons joined where traffic blamed the same part); suspects
+    stay in ``state`` (they must not send the planner after traffic confirmations)."""
+    for into, extra in ((inf.bad_nodes, state.bad_nodes), (inf.bad_nics, state.bad_nics)):
+        for v in extra.values():
+            _add(into, v)
+    return inf
+

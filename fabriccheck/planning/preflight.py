@@ -1,0 +1,125 @@
+"""The preflight (level 0): node-local checks declared as built-in signals (DESIGN.md "Signals").
+
+The built-in checks are written in the signals contract and validated by the same model as a
+user's ``--signals`` file, so they run through the product's one signal path (plan -> executor ->
+value -> judge). Their bounds come from the test spec (GPUs per node, NIC speed):
+
+=============  =======  ==================================================  =================
+signal         per      command                                             passes when
+=============  =======  ==================================================  =================
+gpu-count      node     ``nvidia-smi -L``                                   >= spec GPUs
+gpu-health     node     ``nvidia-smi -q`` (volatile uncorrectable ECC,      0 unhealthy GPUs
+                        row remapping pending/failed, pending retirements)
+port-state     nic      ``/sys/class/infiniband/{nic}/ports/1/state``       4 (ACTIVE)
+port-rate      nic      ``/sys/class/infiniband/{nic}/ports/1/rate``        >= spec nic_gbps
+pcie-width     nic      ``.../device/{current,max}_link_width``             current = max
+port-errors    nic      ``perfquery`` (IB) / ``ethtool -S`` (RoCE), read    growth <= 10
+                        twice 5 s apart
+kernel-log     node     ``dmesg``: hardware Xids and mlx5 errors            0 lines
+=============  =======  ==================================================  =================
+
+Checks the hardware lacks are skipped with a stated reason: GPU checks when the spec has no GPUs,
+NIC checks when its fabric is not InfiniBand or RoCE (the namespace lab's plain TCP hosts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabriccheck.specs import SignalSpec, TestSpec
+
+#: seconds between the two counter reads of ``port-errors``
+COUNTER_WINDOW_S = 5
+#: counter growth over the window that still passes (a healthy NDR/400GbE link shows ~0)
+MAX_ERROR_GROWTH = 10
+#: the longest a preflight command may take (a hung node costs the round this, not more than
+#: a hung pair test: nvidia-smi -q on 8 GPUs takes a few seconds, the counters 5 s + reads)
+PREFLIGHT_TIMEOUT_S = 30
+
+_SYSFS = "/sys/class/infiniband/{nic}"
+_ROCE_DEV = f"dev=$(ls {_SYSFS}/device/net | head -n 1)"
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """The built-in signals a run uses, and why any were left out."""
+
+    signals: tuple[SignalSpec, ...]
+    skipped: tuple[str, ...] = ()
+
+
+def _gpu_checks(gpus: int) -> list[dict]:
+    return [
+        {"name": "gpu-count", "level": 1, "per": "node", "command": "nvidia-smi -L",
+         "parser": "nvidia-smi-gpus", "unit": "GPUs", "pass": {"min": gpus},
+         "timeout_s": PREFLIGHT_TIMEOUT_S},
+        {"name": "gpu-health", "level": 1, "per": "node", "command": "nvidia-smi -q",
+         "parser": "nvidia-smi-unhealthy", "unit": "GPUs", "pass": {"max": 0},
+         "timeout_s": PREFLIGHT_TIMEOUT_S},
+    ]
+
+
+def _nic_checks(fabric: str, nic_gbps: float) -> list[dict]:
+    if fabric == "infiniband":
+        read = "perfquery -C {nic} -P 1"
+        errors = {"command": f"{read}; sleep {COUNTER_WINDOW_S}; {read}",
+                  "parser": "perfquery-error-growth"}
+    else:
+        read = 'ethtool -S "$dev"'
+        errors = {"command": f"{_ROCE_DEV}; {read}; sleep {COUNTER_WINDOW_S}; {read}",
+                  "parser": "ethtool-error-growth"}
+    return [
+        {"name": "port-state", "level": 1, "per": "nic",
+         "command": f"cat {_SYSFS}/ports/1/state", "value": r"^(?P<value>\d+):",
+         "unit": "", "pass": {"min": 4, "max": 4}, "timeout_s": 10},
+        {"name": "port-rate", "level": 1, "per": "nic",
+         "command": f"cat {_SYSFS}/ports/1/rate", "value": r"(?P<value>\d+(?:\.\d+)?) Gb/sec",
+         "unit": "Gb/s", "pass": {"min": nic_gbps}, "timeout_s": 10},
+        {"name": "pcie-width", "level": 1, "per": "nic",
+         "command": f"cat {_SYSFS}/device/current_link_width {_SYSFS}/device/max_link_width",
+         "parser": "pcie-width-ratio", "unit": "of max width", "pass": {"min": 1},
+         "timeout_s": 10},
+        {"name": "port-errors", "level": 1, "per": "nic", **errors, "unit": "errors/5s",
+         "pass": {"max": MAX_ERROR_GROWTH}, "timeout_s": PREFLIGHT_TIMEOUT_S},
+    ]
+
+
+_KERNEL_LOG = {"name": "kernel-log", "level": 1, "per": "node", "command": "dmesg",
+               "parser": "kernel-hw-events", "unit": "lines", "pass": {"max": 0},
+               "timeout_s": 20}
+
+
+def preflight(spec: TestSpec, fabric: str) -> Preflight:
+    """The built-in preflight signals for ``spec`` on a ``fabric`` fabric.
+
+    >>> from fabriccheck.specs import load_spec
+    >>> [s.name for s in preflight(load_spec("h100-ndr400-ib"), "infiniband").signals][:3]
+    ['gpu-count', 'gpu-health', 'port-state']
+    >>> preflight(load_spec("lab-tcp"), "roce").skipped[0][:40]
+    'gpu-count, gpu-health: spec lab-tcp has '
+    """
+    from fabriccheck.schema.base import check
+    from fabriccheck.schema.signals import SignalsFile
+    from fabriccheck.specs import signal_from_model
+
+    entries: list[dict] = []
+    skipped: list[str] = []
+    if spec.gpus_per_node > 0:
+        entries += _gpu_checks(spec.gpus_per_node)
+    else:
+        skipped.append(f"gpu-count, gpu-health: spec {spec.name} has no GPUs "
+                       "(gpus_per_node: 0)")
+    rdma = spec.fabric in ("infiniband", "roce") and fabric in ("infiniband", "roce")
+    if rdma:
+        entries += _nic_checks(fabric, spec.nic_gbps)
+    else:
+        skipped.append(f"port-state, port-rate, pcie-width, port-errors: spec {spec.name} is "
+                       f"for fabric {spec.fabric!r}, not InfiniBand or RoCE (no RDMA ports)")
+    if entries:  # the kernel log holds GPU Xids and mlx5 errors: only where those exist
+        entries.append(_KERNEL_LOG)
+    else:
+        skipped.append("kernel-log: no GPUs and no RDMA NICs to look for")
+    if not entries:
+        return Preflight((), tuple(skipped))
+    model = check(SignalsFile, {"signals": entries}, source="built-in preflight")
+    return Preflight(tuple(signal_from_model(m) for m in model.signals), tuple(skipped))
