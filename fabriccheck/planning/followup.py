@@ -193,7 +193,7 @@ def plan_link_probes(
     good_nics: set[str],
     *,
     seed: int,
-    search_limit: int = 2000,
+    search_limit: int = 20_000,
     retest: bool = True,
     per_link: int = 2,
 ) -> int:
@@ -231,20 +231,32 @@ def plan_link_probes(
 
 def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: set[str],
                seen: set[frozenset[str]], rng: random.Random, search_limit: int) -> Test | None:
-    """One known-good flow whose route crosses ``link`` (either way) and no other candidate."""
+    """One known-good flow whose route crosses ``link`` (either way) and no other candidate.
+
+    Chosen by destination, as routes are: senders come from under the link's lower end (the
+    NICs of that leaf, or of the leaves of that spine), receivers are tried over the whole
+    fabric on the sender's rail (a spine-core link is crossed upward only by flows to the few
+    destinations routed through that core); flows *to* a NIC under the lower end cross the
+    link downward when that NIC's route comes down it.
+    """
     view = b.view
-    att = view.topology.attachment
-    near = sorted(n for n, sw in att.items() if sw in link and n in good_nics)
+    nics = view.topology.nics
+    under = _under(link, view)
+    near = sorted(n for n in under if n in good_nics)
     rng.shuffle(near)
     by_rail: dict[int, list[str]] = {}
     for n in sorted(good_nics):
-        by_rail.setdefault(view.topology.nics[n].rail, []).append(n)
+        by_rail.setdefault(nics[n].rail, []).append(n)
+    for lst in by_rail.values():
+        rng.shuffle(lst)
     tries = 0
+    tried_rail: dict[int, int] = {}
     for a in near:
-        rail = view.topology.nics[a].rail
-        others = by_rail.get(rail, [])[:]
-        rng.shuffle(others)
-        for o in others[:64]:
+        rail = nics[a].rail
+        if tried_rail.get(rail, 0) >= 2:  # few senders per rail: routes depend on receivers
+            continue
+        tried_rail[rail] = tried_rail.get(rail, 0) + 1
+        for o in by_rail.get(rail, ()):
             tries += 1
             if tries > search_limit:
                 return None
@@ -260,6 +272,21 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
                     if t is not None:
                         return t
     return None
+
+
+def _under(link: LinkKey, view: FabricView) -> set[str]:
+    """NICs under the lower-tier end of ``link``: attached to it, or (a spine or core) to a
+    leaf it is cabled to."""
+    rank = {"leaf": 0, "spine": 1, "core": 2}
+    sw = view.topology.switches
+    lower = min(link, key=lambda x: rank.get(sw[x].tier, 3) if x in sw else -1)
+    att = view.topology.attachment
+    if sw[lower].tier == "leaf":
+        leaves = {lower}
+    else:
+        leaves = {x for k in view.switch_links if lower in k for x in k
+                  if x != lower and sw[x].tier == "leaf"}
+    return {n for n, leaf in att.items() if leaf in leaves}
 
 
 def _roce_leaf_probes(flows, b: RoundBuilder, good_nics: set[str], seed: int,
