@@ -85,6 +85,9 @@ class LinkModel(StrictModel):
     b: Name = Field(description="a switch name (or a NIC when a is a switch)")
     gbps: Positive = Field(description="capacity of the link (all its cables)")
     count: Count = Field(1, description="parallel cables merged into this link")
+    a_port: Count | list[Count] | None = Field(
+        None, description="port number(s) at end a (ibnetdiscover import; which cable to pull)")
+    b_port: Count | list[Count] | None = Field(None, description="port number(s) at end b")
 
 
 class TopologyFile(StrictModel):

@@ -159,7 +159,8 @@ def _explicit(top: Fields, name: str, fabric: str, gpus: int) -> Topology:
     link_fields: dict = {}
     nic_gbps: dict[str, float] = {}
     for i, raw in enumerate(top.list("links")):
-        f = Fields(raw, source, join("links", i), allowed=("a", "b", "gbps", "count"))
+        f = Fields(raw, source, join("links", i),
+                   allowed=("a", "b", "gbps", "count", "a_port", "b_port"))
         a, b = f.str("a"), f.str("b")
         gbps = f.number("gbps")
         f.int("count", 1)
@@ -182,7 +183,7 @@ def _explicit(top: Fields, name: str, fabric: str, gpus: int) -> Topology:
                 f"duplicate link {a} - {b} (also {link_fields[key]})", None,
                 hint="merge parallel cables into one link with 'count' and the summed gbps",
             )
-        links[key] = Link(a, b, gbps)
+        links[key] = Link(a, b, gbps, _ports(raw, "a_port"), _ports(raw, "b_port"))
         link_fields[key] = f.path
 
     nodes: dict[str, Node] = {}
@@ -298,3 +299,12 @@ def check_structure(topo: Topology, *, source: str, require_tree: bool = False) 
             field="links",
             hint="the lab bridges switches: remove redundant uplinks",
         )
+
+
+def _ports(raw: dict, key: str) -> tuple[int, ...]:
+    """Port number(s) of a link end (``a_port: 17`` or ``[17, 18]``; shape-checked by the
+    schema), as a tuple; empty when not given."""
+    value = raw.get(key)
+    if value is None:
+        return ()
+    return tuple(int(v) for v in (value if isinstance(value, list) else [value]))

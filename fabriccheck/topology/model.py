@@ -63,13 +63,38 @@ class Switch:
 
 @dataclass(frozen=True)
 class Link:
+    """A cable (or parallel cables merged) between ``a`` and ``b``; ``a_port``/``b_port`` are
+    the port numbers at each end when known (ibnetdiscover import; empty otherwise)."""
+
     a: str
     b: str
     gbps: float
+    a_port: tuple[int, ...] = ()
+    b_port: tuple[int, ...] = ()
 
     @property
     def key(self) -> LinkKey:
         return link_key(self.a, self.b)
+
+    def port_at(self, end: str) -> tuple[int, ...]:
+        """The port number(s) of this link at switch or NIC ``end`` (empty when unknown)."""
+        return self.a_port if end == self.a else self.b_port if end == self.b else ()
+
+    def describe(self) -> str:
+        """``a port 17 -- b port 3`` (ports where known): which cable to pull.
+
+        >>> Link("leaf-1", "spine-0", 400.0, (17,), (3,)).describe()
+        'leaf-1 port 17 -- spine-0 port 3'
+        >>> Link("leaf-1", "spine-0", 800.0, (17, 18), ()).describe()
+        'leaf-1 ports 17,18 -- spine-0'
+        """
+        def end(name: str, ports: tuple[int, ...]) -> str:
+            if not ports:
+                return name
+            word = "port" if len(ports) == 1 else "ports"
+            return f"{name} {word} {','.join(map(str, ports))}"
+
+        return f"{end(self.a, self.a_port)} -- {end(self.b, self.b_port)}"
 
 
 Path = tuple[LinkKey, ...]
@@ -296,5 +321,15 @@ class Topology:
                 {"name": s.name, "tier": s.tier}
                 for s in sorted(self.switches.values(), key=lambda s: s.name)
             ],
-            "links": [{"a": lk.a, "b": lk.b, "gbps": lk.gbps} for lk in self.links.values()],
+            "links": [_link_json(lk) for lk in self.links.values()],
         }
+
+
+def _link_json(link: Link) -> dict:
+    """A link in the contract: ``a``, ``b``, ``gbps``; ``a_port``/``b_port`` (lists) when known."""
+    out: dict = {"a": link.a, "b": link.b, "gbps": link.gbps}
+    if link.a_port:
+        out["a_port"] = list(link.a_port)
+    if link.b_port:
+        out["b_port"] = list(link.b_port)
+    return out

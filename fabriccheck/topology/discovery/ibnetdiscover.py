@@ -80,7 +80,7 @@ def fabric_to_topology_build(fabric: IbFabric, *, name: str,
         if c.gbps is None:
             build.warn(f"line {c.line}: cable {ends[0]} - {ends[1]} has no known speed; "
                        "assumed the most common")
-        build.cable(ends[0], ends[1], c.gbps)
+        build.cable(ends[0], ends[1], c.gbps, (c.a_port, c.b_port))
     if generic:
         build.warn(f"{len(generic)} CA(s) have a generic description; named ca-<system GUID>")
     return build
