@@ -195,6 +195,8 @@ def _extra(history: RunHistory, inf: Inference, view: FabricView, policy: SweepP
         "verdict_rounds": dict(sorted(end.verdict_rounds.items())),
         "budget_exhausted": end.budget_hit,
         "fabric": view.fabric,
+        # where IB routes came from: "lft" (forwarding tables), "d-mod-k" (the model); "ecmp"
+        "routing": view.topology.routing,
         # switch links surely crossed by a test that ran to the end (pass or fail)
         "link_coverage": view.coverage(
             f for o in history.observations if o.status in (PASS, FAIL) for f in o.test.flows),

@@ -104,3 +104,6 @@ class TopologyFile(StrictModel):
     nodes: list[NodeModel] | None = Field(None, description="… or nodes, switches and links")
     switches: list[SwitchModel] | None = None
     links: list[LinkModel] | None = None
+    routes: str | list[str] | None = Field(
+        None, description="InfiniBand forwarding tables (dump_lfts.sh / ibroute / ibdiagnet "
+        ".fdbs output), relative to this file; without it routes follow the D-mod-K model")

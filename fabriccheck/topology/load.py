@@ -31,7 +31,7 @@ from fabriccheck.topology.model import FABRICS, TIERS, Link, Nic, Node, Switch, 
 
 TOP_FIELDS = (
     "name", "fabric", "spec", "gpus_per_node", "description", "generator", "nodes", "switches",
-    "links",
+    "links", "routes",
 )
 
 #: the repository's bundled topology files (editable install / source checkout)
@@ -124,7 +124,25 @@ def topology_from_dict(data: Any, *, source: str, require_tree: bool = False) ->
         topo = _explicit(top, name, fabric, gpus)
     topo.spec, topo.gpus_per_node, topo.source = spec, gpus, source
     check_structure(topo, source=source, require_tree=require_tree)
+    if top.has("routes"):
+        _attach(top, topo)
     return topo
+
+
+def _attach(top: Fields, topo: Topology) -> None:
+    """``routes: FILE`` (or a list): forwarding-table dumps, relative to the topology file."""
+    from fabriccheck.topology.routes import attach_routes
+
+    if topo.fabric != "infiniband":
+        raise top.error("forwarding tables are for infiniband (RoCE paths are ECMP)", "routes")
+    raw = top.data["routes"]
+    base = Path(top.source).parent if Path(top.source).is_file() else Path.cwd()
+    paths = [base / p for p in (raw if isinstance(raw, list) else [raw])]
+    for p in paths:
+        if not p.is_file():
+            raise top.error(f"no such routes file {str(p)!r}", "routes",
+                            hint="a path relative to the topology file")
+    attach_routes(topo, paths)
 
 
 # ---- explicit form ------------------------------------------------------------------------

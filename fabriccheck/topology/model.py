@@ -123,6 +123,11 @@ class Topology:
     gpus_per_node: int = 8
     #: the file this topology was loaded from ("" when built in code)
     source: str = ""
+    #: InfiniBand routes read from the switches' forwarding tables: switch -> {destination NIC
+    #: -> next hop}; None: the D-mod-K model (see :meth:`route`)
+    lft: dict[str, dict[str, str]] | None = field(default=None, repr=False)
+    #: where ``lft`` was read from
+    routes_source: str = ""
 
     # ---- structure -------------------------------------------------------------------------
     @cached_property
@@ -273,6 +278,18 @@ class Topology:
             out.append(tuple(link_key(a, b) for a, b in zip(hops, hops[1:], strict=False)))
         return tuple(out)
 
+    @property
+    def routing(self) -> str:
+        """Where routes come from: ``"lft"`` (forwarding tables), ``"d-mod-k"`` (the model,
+        InfiniBand) or ``"ecmp"`` (RoCE: one of the equal-cost paths, by a hash)."""
+        if self.fabric != "infiniband":
+            return "ecmp"
+        return "lft" if self.lft is not None else "d-mod-k"
+
+    def set_lft(self, tables: dict[str, dict[str, str]], source: str = "") -> None:
+        """Route by the switches' forwarding tables from now on (see :meth:`route`)."""
+        self.lft, self.routes_source = tables, source
+
     def route(self, src: str, dst: str) -> Path | None:
         """The deterministic route of an InfiniBand flow (destination-based, D-mod-K style).
 
@@ -280,13 +297,20 @@ class Topology:
         next hops on a shortest path it takes ``(index(dst port) // W) mod count`` where ``W`` is
         the product of the fan-outs already used on the way up (D-mod-K), so on a 3-tier tree the
         spine and core choices are independent and destinations spread evenly over every top
-        switch. None without a path.
+        switch. None without a path. With forwarding tables (:meth:`set_lft`) the route follows
+        them; a destination a table does not list falls back to the model for that flow.
         """
         if src == dst:
             return ()
         s_sw, d_sw = self.attachment.get(src), self.attachment.get(dst)
         if s_sw is None or d_sw is None:
             return None
+        if self.lft is not None:
+            from fabriccheck.topology.lft_route import lft_route
+
+            got = lft_route(self.lft, src, dst, s_sw, d_sw, len(self.switches))
+            if got is not None:
+                return got
         k = self._port_index[dst]
         hops = [src, s_sw]
         cur = s_sw
