@@ -21,8 +21,10 @@ class LinkGroup:
     """Links that explain the same failing observations.
 
     ``bad`` when it is a single link and at least two localization probes from two fresh node
-    pairs (not retests) failed across it: independent confirmation, so two unrelated glitches
-    that happen to share a link (hundreds of glitches per round at 4,096 nodes) never convict it.
+    pairs (not retests) failed across it, each with that link the only uncleared link on its
+    path: independent confirmation, so two unrelated glitches that happen to share a link
+    (hundreds of glitches per round at 4,096 nodes) never convict it, nor does a bad link next
+    to it that the probes also crossed.
     """
 
     candidates: tuple[LinkKey, ...]
@@ -33,6 +35,9 @@ class LinkGroup:
     #: False when noise (the run's glitch rate) explains this many failures among the flows
     #: that could have crossed the candidates: kept as an unconfirmed failure, not a suspect
     significant: bool = True
+    #: other uncleared links on these failures' paths (explain some, not all): a probe that
+    #: pins a candidate must avoid them too
+    rivals: tuple[LinkKey, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -127,8 +132,12 @@ def localize_links(
         cands = tuple(sorted(lk for lk, s in covers.items() if got <= s))
         obs = [link_obs[i][0] for i in sorted(got)]
         pairs = {frozenset(o.test.nodes) for o in obs}
-        probes = {frozenset(o.test.nodes) for o in obs
-                  if o.test.purpose == "localize" and not o.test.params.retest_of}
+        # a probe pins a link only when that link is the one uncleared link on its path:
+        # a probe that also crossed another uncleared link may have failed there
+        probes = {frozenset(link_obs[i][0].test.nodes) for i in got
+                  if link_obs[i][0].test.purpose == "localize"
+                  and not link_obs[i][0].test.params.retest_of and len(set(link_obs[i][1])) == 1}
+        rivals = tuple(sorted({lk for i in got for lk in link_obs[i][1]} - set(cands)))
         single = len(cands) == 1
         bad = single and len(probes) >= min_probe_pairs and len(pairs) >= min_probe_pairs
         out.append(LinkGroup(
@@ -137,6 +146,7 @@ def localize_links(
             flows=tuple((f.src, f.dst) for o in obs for f in o.test.flows[:1]),
             values=tuple("" if o.value is None else f"{o.value:.1f} {o.unit}" for o in obs),
             bad=bad and (ib or single),
+            rivals=rivals,
         ))
         left -= got
     return out

@@ -196,6 +196,7 @@ def plan_link_probes(
     search_limit: int = 20_000,
     retest: bool = True,
     per_link: int = 2,
+    avoid: Sequence[LinkKey] = (),
 ) -> int:
     """Localization tests for one candidate set of links.
 
@@ -206,6 +207,8 @@ def plan_link_probes(
     called bad when two such fresh probes fail (see ``inference.localize``): a glitch repeating
     on two independent pairs is ~glitch_rate² per suspect, and one passing probe clears it. The
     probes' endpoints passed other tests, so they are their own controls.
+    ``avoid``: other uncleared links on the failing paths (a group's rivals): probes cross
+    none of them either, so a probe's path shares only the suspect link with the failures.
     RoCE: fresh flows between the two leaves (see :func:`_roce_leaf_probes`).
     """
     made = 0
@@ -214,9 +217,10 @@ def plan_link_probes(
         return _roce_leaf_probes(flows, b, good_nics, seed)
     seen = {frozenset((nic_node(s), nic_node(d))) for _, s, d in flows}
     rng = random.Random(f"probe:{seed}:{b.round_no}")
+    shun = set(candidates) | set(avoid)
     for link in candidates[:8]:
         for _ in range(per_link):
-            t = _probe_one(link, set(candidates), b, good_nics, seen, rng, search_limit)
+            t = _probe_one(link, shun, b, good_nics, seen, rng, search_limit)
             if t is None:
                 break
             seen.add(frozenset(t.nodes))  # the next probe of this link: another node pair
