@@ -193,7 +193,7 @@ def plan_link_probes(
     good_nics: set[str],
     *,
     seed: int,
-    search_limit: int = 20_000,
+    search_limit: int = 4000,
     retest: bool = True,
     per_link: int = 2,
     avoid: Sequence[LinkKey] = (),
@@ -235,13 +235,15 @@ def plan_link_probes(
 
 def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: set[str],
                seen: set[frozenset[str]], rng: random.Random, search_limit: int) -> Test | None:
-    """One known-good flow whose route crosses ``link`` (either way) and no other candidate.
+    """One known-good flow whose route crosses ``link`` (either way) and no link of ``cand``
+    but ``link``.
 
-    Chosen by destination, as routes are: senders come from under the link's lower end (the
-    NICs of that leaf, or of the leaves of that spine), receivers are tried over the whole
-    fabric on the sender's rail (a spine-core link is crossed upward only by flows to the few
-    destinations routed through that core); flows *to* a NIC under the lower end cross the
-    link downward when that NIC's route comes down it.
+    Chosen by destination, as routes are: first *down* the link, to a receiver under its lower
+    end (the NICs of that leaf, or of the leaves of that spine) whose route comes down it,
+    from senders elsewhere; else *up* the link, from a sender under the lower end to
+    receivers tried over the whole fabric on its rail (a spine-core link is crossed upward
+    only by flows to the few destinations routed through that core). ``search_limit`` bounds
+    the routes looked at.
     """
     view = b.view
     nics = view.topology.nics
@@ -253,28 +255,41 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
         by_rail.setdefault(nics[n].rail, []).append(n)
     for lst in by_rail.values():
         rng.shuffle(lst)
-    tries = 0
-    tried_rail: dict[int, int] = {}
-    for a in near:
-        rail = nics[a].rail
-        if tried_rail.get(rail, 0) >= 2:  # few senders per rail: routes depend on receivers
-            continue
-        tried_rail[rail] = tried_rail.get(rail, 0) + 1
-        for o in by_rail.get(rail, ()):
-            tries += 1
-            if tries > search_limit:
+    budget = [search_limit]
+
+    def try_flow(s: str, d: str) -> Test | None | bool:
+        """The test if ``s -> d`` fits; False when its route misses ``link`` (None: busy)."""
+        budget[0] -= 1
+        route = view.route_links(s, d)
+        if link not in route:
+            return False
+        if (route & (cand - {link}) or frozenset((nic_node(s), nic_node(d))) in seen
+                or not (b.nic_free(s, "tx") and b.nic_free(d, "rx"))):
+            return None
+        return b.add_flow(nic_node(s), nic_node(d), nics[s].rail, "localize",
+                          probe_of=f"{link[0]} -- {link[1]}")
+
+    for d in near:  # down the link: a receiver whose route comes down it, any far sender
+        others = [o for o in by_rail.get(nics[d].rail, ()) if o not in under]
+        for i, o in enumerate(others[:16]):
+            if budget[0] <= 0:
                 return None
-            for s, d in ((a, o), (o, a)):
-                if s == d or frozenset((nic_node(s), nic_node(d))) in seen:
-                    continue
-                if not (b.nic_free(s, "tx") and b.nic_free(d, "rx")):
-                    continue
-                route = view.route_links(s, d)
-                if link in route and not (route & (cand - {link})):
-                    t = b.add_flow(nic_node(s), nic_node(d), rail, "localize",
-                                   probe_of=f"{link[0]} -- {link[1]}")
-                    if t is not None:
-                        return t
+            got = try_flow(o, d)
+            if got is False and i == 0:
+                break  # destination-based: d's route does not come down this link
+            if got:
+                return got
+    per_rail: dict[int, int] = {}
+    for a in near:  # up the link: receivers whose route from a goes up it
+        rail = nics[a].rail
+        per_rail[rail] = per_rail.get(rail, 0) + 1
+        if per_rail[rail] > 2:
+            continue
+        for o in by_rail.get(rail, ()):
+            if budget[0] <= 0:
+                return None
+            if o not in under and (got := try_flow(a, o)):
+                return got
     return None
 
 
