@@ -20,8 +20,44 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from fabriccheck.models import LinkKey, link_key
-from fabriccheck.planning.pairing import CrossBudget, PairPlan, _local_pairs, pair_key
+from fabriccheck.planning.pairing import (
+    CrossBudget,
+    PairPlan,
+    _local_pairs,
+    pair_key,
+    plan_rail_pairs,
+)
 from fabriccheck.topology.view import FabricView
+
+
+def plan_sweep_rail_pairs(
+    nodes: Iterable[str],
+    view: FabricView,
+    *,
+    round_no: int,
+    seed: int = 0,
+    avoid: dict[int, set[frozenset[str]]] | None = None,
+    prev_cross: dict[int, frozenset[str]] | None = None,
+    roce_cross_share: float = 0.0,
+    prev_served: dict[int, frozenset[str]] | None = None,
+    covered: set[LinkKey] | None = None,
+) -> dict[int, PairPlan]:
+    """One sweep round's per-rail pairs: by destination (:func:`plan_cover_pairs`, every rail
+    sharing one link budget and ``covered``, updated in place) on an InfiniBand fat-tree;
+    :func:`~fabriccheck.planning.pairing.plan_rail_pairs` elsewhere (rail-optimized fabrics:
+    its pod matching already crosses every leaf uplink; RoCE: paths are a hash)."""
+    if view.fabric != "infiniband" or view.rail_optimized:
+        return plan_rail_pairs(nodes, view, round_no=round_no, seed=seed, avoid=avoid,
+                               prev_cross=prev_cross, roce_cross_share=roce_cross_share,
+                               prev_served=prev_served)
+    nodes = sorted(set(nodes))
+    rails = sorted({r for n in nodes for r in view.rails_of[n]})
+    budget = CrossBudget(view, roce_cross_share)
+    got = covered if covered is not None else set()
+    avoid = avoid or {}
+    return {r: plan_cover_pairs(nodes, view, rail=r, round_no=round_no, seed=seed, covered=got,
+                                avoid=avoid.get(r, ()), budget=budget)
+            for r in rails}
 
 
 def plan_cover_pairs(

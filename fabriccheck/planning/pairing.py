@@ -16,7 +16,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from fabriccheck.models import LinkKey
 from fabriccheck.topology.view import FabricView
 
 Pair = tuple[str, str]
@@ -201,26 +200,17 @@ def plan_rail_pairs(
     prev_cross: dict[int, frozenset[str]] | None = None,
     roce_cross_share: float = 0.0,
     prev_served: dict[int, frozenset[str]] | None = None,
-    covered: set[LinkKey] | None = None,
 ) -> dict[int, PairPlan]:
     """Pair every rail's NICs independently (rail-aligned ``ib_write_bw`` pairs), one shared
     link budget for the round, so a node meets a different partner on each rail.
 
-    On an InfiniBand fat-tree (not rail-optimized) pairs are chosen by destination so the
-    round's flows cross switch links not yet in ``covered`` (updated in place; see
-    :mod:`fabriccheck.planning.cover`): the two carvings then cross nearly every switch link.
+    The sweep calls :func:`fabriccheck.planning.cover.plan_sweep_rail_pairs`, which chooses
+    pairs by destination on InfiniBand fat-trees and calls this function elsewhere.
     """
     nodes = sorted(set(nodes))
     rails = sorted({r for n in nodes for r in view.rails_of[n]})
     budget = CrossBudget(view, roce_cross_share)
     avoid = avoid or {}
-    if view.fabric == "infiniband" and not view.rail_optimized:
-        from fabriccheck.planning.cover import plan_cover_pairs  # cover builds on this module
-
-        got = covered if covered is not None else set()
-        return {r: plan_cover_pairs(nodes, view, rail=r, round_no=round_no, seed=seed,
-                                    covered=got, avoid=avoid.get(r, ()), budget=budget)
-                for r in rails}
     prev_cross = prev_cross or {}
     prev_served = prev_served or {}
     return {

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from fabriccheck.inference.attribute import Inference
 from fabriccheck.models import LinkKey, Test
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.pairing import pair_key, plan_pairs, plan_rail_pairs
+from fabriccheck.planning.cover import plan_sweep_rail_pairs
+from fabriccheck.planning.pairing import pair_key, plan_pairs
 from fabriccheck.run_history import RunHistory
 
 if TYPE_CHECKING:  # the planner imports this module; the context type only annotates
@@ -41,7 +42,7 @@ def plan_sweep_round(ctx: RunContext, k: int, inf: Inference, history: RunHistor
         _log_first(b, active, ctx.log_suspects)
     free = [n for n in active if b.node_free(n)]
     if pol.per_rail:
-        plans = plan_rail_pairs(
+        plans = plan_sweep_rail_pairs(
             free, view, round_no=k, seed=pol.seed, avoid=memory.avoid,
             prev_cross=memory.prev_cross, roce_cross_share=pol.roce_cross_share,
             prev_served=memory.served, covered=memory.covered)

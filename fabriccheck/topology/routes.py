@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabriccheck.errors import ConfigError
+from fabriccheck.topology.discovery.ibnet_parse import clean_switch_name
 from fabriccheck.topology.model import Topology
 
 _NUM = r"(?:0x[0-9a-fA-F]+|\d+)"
@@ -129,9 +130,7 @@ def read_routes(paths: list[str | Path] | tuple[str | Path, ...]) -> tuple[LftDu
 
 def _clean(desc: str) -> str:
     """The switch name the ibnetdiscover import gives a description (``MF0;name:...``)."""
-    from fabriccheck.topology.discovery.ibnetdiscover import _clean as clean
-
-    return clean(desc)
+    return clean_switch_name(desc)
 
 
 def resolve_routes(dump: LftDump, topo: Topology, *, source: str = "<routes>"

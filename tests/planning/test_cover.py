@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from fabriccheck.models import link_key
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.pairing import pair_key, plan_rail_pairs
+from fabriccheck.planning.cover import plan_sweep_rail_pairs
+from fabriccheck.planning.pairing import pair_key
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.specs import resolve_spec
 from fabriccheck.topology import generate, load_topology
@@ -32,7 +33,7 @@ def two_carvings(topo, seed: int) -> tuple[FabricView, list[dict], dict]:
     covered: set = set()
     plans, flows = [], []
     for k in (1, 2):
-        got = plan_rail_pairs(topo.nodes, view, round_no=k, seed=seed, avoid=avoid,
+        got = plan_sweep_rail_pairs(topo.nodes, view, round_no=k, seed=seed, avoid=avoid,
                               prev_cross=cross, prev_served=served, covered=covered)
         b = RoundBuilder(k, view, spec, SweepPolicy())
         for rail, plan in got.items():
@@ -78,7 +79,7 @@ def test_one_carving_is_not_enough_on_a_fat_tree_and_the_old_pairing_was_far_off
     topo = load_topology("ib-fattree-128")
     view = FabricView(topo)
     covered: set = set()
-    plan_rail_pairs(topo.nodes, view, round_no=1, seed=0, covered=covered)
+    plan_sweep_rail_pairs(topo.nodes, view, round_no=1, seed=0, covered=covered)
     assert 0.5 < len(covered) / len(view.switch_links) < 1.0
     assert covered <= view.switch_links
 
