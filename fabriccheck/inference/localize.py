@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fabriccheck.models import LinkKey, Observation
 
@@ -124,6 +124,7 @@ def localize_links(
             covers[lk].add(i)
     left = {i for i, (_, links) in enumerate(link_obs) if links}
     out: list[LinkGroup] = []
+    gots: list[set[int]] = []
     while left:
         best = max(covers, key=lambda k: (len(covers[k] & left), k))
         got = covers[best] & left
@@ -148,5 +149,40 @@ def localize_links(
             bad=bad and (ib or single),
             rivals=rivals,
         ))
+        gots.append(got)
         left -= got
+    if ib:
+        out = _switch_pass(out, gots, link_obs, min_probe_pairs)
+    return out
+
+
+def _switch_pass(groups: list[LinkGroup], gots: list[set[int]],
+                 link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]],
+                 min_probe_pairs: int, min_links: int = 3) -> list[LinkGroup]:
+    """A dead switch: every probe across one of its links also crosses another of its links,
+    both uncleared, so no probe pins a single link. When ``min_links`` or more single-link
+    groups meet at one switch, a probe counts for its link if every uncleared link on its path
+    touches that switch (the switch explains it); such links are bad together and become one
+    switch verdict (``inference.verdicts``). Fewer links at a switch keep the strict rule."""
+    at: dict[str, list[int]] = defaultdict(list)
+    for k, g in enumerate(groups):
+        if len(g.candidates) == 1 and not g.bad:
+            for sw in g.candidates[0]:
+                at[sw].append(k)
+    single_at: dict[str, int] = defaultdict(int)
+    for g in groups:
+        if len(g.candidates) == 1:
+            for sw in g.candidates[0]:
+                single_at[sw] += 1
+    out = list(groups)
+    for sw, ks in at.items():
+        if single_at[sw] < min_links:
+            continue
+        for k in ks:
+            probes = {frozenset(link_obs[i][0].test.nodes) for i in gots[k]
+                      if link_obs[i][0].test.purpose == "localize"
+                      and not link_obs[i][0].test.params.retest_of
+                      and all(sw in lk for lk in link_obs[i][1])}
+            if len(probes) >= min_probe_pairs:
+                out[k] = replace(out[k], bad=True)
     return out

@@ -221,6 +221,8 @@ def plan_link_probes(
     for link in candidates[:8]:
         for _ in range(per_link):
             t = _probe_one(link, shun, b, good_nics, seen, rng, search_limit)
+            if t is None and avoid:  # every route across it crosses a rival (a dead switch)
+                t = _probe_one(link, set(candidates), b, good_nics, seen, rng, search_limit)
             if t is None:
                 break
             seen.add(frozenset(t.nodes))  # the next probe of this link: another node pair
