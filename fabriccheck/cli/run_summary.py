@@ -65,6 +65,9 @@ def print_summary(result: RunResult, console: Console) -> None:
                       f"{' …' if len(readings) > 6 else ''} ({len(readings)} in all; the "
                       "command failed or printed no value: see the signals in --json)",
                       highlight=False)
+    cov_line = describe_coverage(result.extra.get("link_coverage"), result.extra.get("routing"))
+    if cov_line:
+        console.print(f"[dim]{cov_line}[/]", highlight=False)
     stop = result.extra.get("stop_reason")
     if stop:
         console.print(f"[yellow]stopped:[/] {stop}", highlight=False)
@@ -73,6 +76,25 @@ def print_summary(result: RunResult, console: Console) -> None:
                       f"{result.extra['run_id']})", highlight=False, markup=False)
     if result.extra.get("report"):
         console.print(f"report: {result.extra['report']}", highlight=False)
+
+
+def describe_coverage(cov: dict | None, routing: str | None = None) -> str:
+    """One line: the switch links the run's tests crossed, per tier, and where routes came from.
+
+    >>> describe_coverage({"exercised": 3, "total": 4, "share": 0.75, "tiers": {
+    ...     "leaf-spine": {"exercised": 2, "total": 2, "share": 1.0},
+    ...     "spine-core": {"exercised": 1, "total": 2, "share": 0.5}}}, "d-mod-k")
+    'switch links crossed: 3/4 (75%; leaf-spine 100%, spine-core 50%), routes: d-mod-k'
+    >>> describe_coverage({"exercised": 0, "total": 0, "share": 1.0})
+    ''
+    """
+    if not cov or not cov.get("total"):
+        return ""
+    tiers = ", ".join(f"{name} {100 * t['share']:.0f}%"
+                      for name, t in sorted((cov.get("tiers") or {}).items()))
+    line = (f"switch links crossed: {cov['exercised']}/{cov['total']} "
+            f"({100 * cov['share']:.0f}%{'; ' + tiers if tiers else ''})")
+    return line + (f", routes: {routing}" if routing else "")
 
 
 def describe_links(name: str) -> str:

@@ -115,6 +115,11 @@ def import_(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write here, not stdout.")
     ] = None,
+    routes: Annotated[
+        list[Path] | None,
+        typer.Option("--routes", help="IB forwarding tables (dump_lfts.sh / ibroute / ibdiagnet "
+                     ".fdbs output): checked now, referenced as 'routes:' in the YAML."),
+    ] = None,
 ) -> None:
     """Build an explicit-form topology YAML from ibnetdiscover or LLDP neighbour data."""
     import sys
@@ -148,6 +153,8 @@ def import_(
                 largest_component=largest_component,
                 gpus_per_node=gpus_per_node,
             )
+        if routes:
+            text = _with_routes(text, routes, output)
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if output:
@@ -156,3 +163,24 @@ def import_(
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def _with_routes(text: str, routes: list[Path], output: Path | None) -> str:
+    """Check ``routes`` against the imported topology (a bad file: one line, exit 2) and add
+    ``routes:`` to the YAML (paths relative to ``output`` when written to a file)."""
+    import os
+
+    from fabriccheck.errors import ConfigError
+    from fabriccheck.schema.yamlio import parse_yaml
+    from fabriccheck.topology.load import topology_from_dict
+    from fabriccheck.topology.routes import attach_routes
+
+    topo = topology_from_dict(parse_yaml(text, "<import>"), source="<import>")
+    if topo.fabric != "infiniband":
+        raise ConfigError("forwarding tables are for infiniband", source="--routes")
+    attach_routes(topo, routes)
+    base = output.resolve().parent if output else None
+    names = [os.path.relpath(p.resolve(), base) if base else str(p.resolve()) for p in routes]
+    line = "routes: " + (f'"{names[0]}"' if len(names) == 1 else
+                         "[" + ", ".join(f'"{n}"' for n in names) + "]")
+    return text.replace("\nnodes:", f"\n{line}\nnodes:", 1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fabriccheck.models import LinkKey, Observation
 
@@ -21,8 +21,10 @@ class LinkGroup:
     """Links that explain the same failing observations.
 
     ``bad`` when it is a single link and at least two localization probes from two fresh node
-    pairs (not retests) failed across it: independent confirmation, so two unrelated glitches
-    that happen to share a link (hundreds of glitches per round at 4,096 nodes) never convict it.
+    pairs (not retests) failed across it, each with that link the only uncleared link on its
+    path: independent confirmation, so two unrelated glitches that happen to share a link
+    (hundreds of glitches per round at 4,096 nodes) never convict it, nor does a bad link next
+    to it that the probes also crossed.
     """
 
     candidates: tuple[LinkKey, ...]
@@ -33,6 +35,9 @@ class LinkGroup:
     #: False when noise (the run's glitch rate) explains this many failures among the flows
     #: that could have crossed the candidates: kept as an unconfirmed failure, not a suspect
     significant: bool = True
+    #: other uncleared links on these failures' paths (explain some, not all): a probe that
+    #: pins a candidate must avoid them too
+    rivals: tuple[LinkKey, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -119,6 +124,7 @@ def localize_links(
             covers[lk].add(i)
     left = {i for i, (_, links) in enumerate(link_obs) if links}
     out: list[LinkGroup] = []
+    gots: list[set[int]] = []
     while left:
         best = max(covers, key=lambda k: (len(covers[k] & left), k))
         got = covers[best] & left
@@ -127,8 +133,12 @@ def localize_links(
         cands = tuple(sorted(lk for lk, s in covers.items() if got <= s))
         obs = [link_obs[i][0] for i in sorted(got)]
         pairs = {frozenset(o.test.nodes) for o in obs}
-        probes = {frozenset(o.test.nodes) for o in obs
-                  if o.test.purpose == "localize" and not o.test.params.retest_of}
+        # a probe pins a link only when that link is the one uncleared link on its path:
+        # a probe that also crossed another uncleared link may have failed there
+        probes = {frozenset(link_obs[i][0].test.nodes) for i in got
+                  if link_obs[i][0].test.purpose == "localize"
+                  and not link_obs[i][0].test.params.retest_of and len(set(link_obs[i][1])) == 1}
+        rivals = tuple(sorted({lk for i in got for lk in link_obs[i][1]} - set(cands)))
         single = len(cands) == 1
         bad = single and len(probes) >= min_probe_pairs and len(pairs) >= min_probe_pairs
         out.append(LinkGroup(
@@ -137,6 +147,42 @@ def localize_links(
             flows=tuple((f.src, f.dst) for o in obs for f in o.test.flows[:1]),
             values=tuple("" if o.value is None else f"{o.value:.1f} {o.unit}" for o in obs),
             bad=bad and (ib or single),
+            rivals=rivals,
         ))
+        gots.append(got)
         left -= got
+    if ib:
+        out = _switch_pass(out, gots, link_obs, min_probe_pairs)
+    return out
+
+
+def _switch_pass(groups: list[LinkGroup], gots: list[set[int]],
+                 link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]],
+                 min_probe_pairs: int, min_links: int = 3) -> list[LinkGroup]:
+    """A dead switch: every probe across one of its links also crosses another of its links,
+    both uncleared, so no probe pins a single link. When ``min_links`` or more single-link
+    groups meet at one switch, a probe counts for its link if every uncleared link on its path
+    touches that switch (the switch explains it); such links are bad together and become one
+    switch verdict (``inference.verdicts``). Fewer links at a switch keep the strict rule."""
+    at: dict[str, list[int]] = defaultdict(list)
+    for k, g in enumerate(groups):
+        if len(g.candidates) == 1 and not g.bad:
+            for sw in g.candidates[0]:
+                at[sw].append(k)
+    single_at: dict[str, int] = defaultdict(int)
+    for g in groups:
+        if len(g.candidates) == 1:
+            for sw in g.candidates[0]:
+                single_at[sw] += 1
+    out = list(groups)
+    for sw, ks in at.items():
+        if single_at[sw] < min_links:
+            continue
+        for k in ks:
+            probes = {frozenset(link_obs[i][0].test.nodes) for i in gots[k]
+                      if link_obs[i][0].test.purpose == "localize"
+                      and not link_obs[i][0].test.params.retest_of
+                      and all(sw in lk for lk in link_obs[i][1])}
+            if len(probes) >= min_probe_pairs:
+                out[k] = replace(out[k], bad=True)
     return out

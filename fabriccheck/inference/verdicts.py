@@ -14,6 +14,7 @@ from fabriccheck.models import (
     PASS,
     SUSPECT,
     UNTESTED,
+    LinkKey,
     RunResult,
     Test,
     Verdict,
@@ -21,6 +22,7 @@ from fabriccheck.models import (
 )
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.run_history import RunHistory
+from fabriccheck.topology.model import Topology
 from fabriccheck.topology.view import FabricView
 
 
@@ -69,10 +71,10 @@ def build_result(
                          "clears or blames it") for x in untested_nics]
     verdicts += [inf.flaky[k] for k in sorted(inf.flaky)]
     verdicts += [undecided[k] for k in sorted(undecided) if k not in inf.nic_suspects]
-    switches = _switch_verdicts([g for g in inf.links if g.bad])
+    switches = _switch_verdicts([g for g in inf.links if g.bad], topology=view.topology)
     in_switch = {lk for v in switches for lk in v.evidence_links}
     verdicts += [sw.verdict for sw in switches]
-    verdicts += [_link_verdict(g) for g in inf.links
+    verdicts += [_link_verdict(g, view.topology) for g in inf.links
                  if _reported(g) and g.candidates[0] not in in_switch]
     untested = [v.name for v in verdicts if v.kind == "node" and v.state == UNTESTED]
     untested += untested_nics
@@ -117,7 +119,8 @@ class _Switch:
     evidence_links: tuple
 
 
-def _switch_verdicts(bad_links: list[LinkGroup], min_links: int = 3) -> list[_Switch]:
+def _switch_verdicts(bad_links: list[LinkGroup], min_links: int = 3,
+                     topology: Topology | None = None) -> list[_Switch]:
     """A switch whose confirmed bad links are ``min_links`` or more: one switch verdict with
     its links as evidence, instead of many link verdicts (a dead spine is one part)."""
     by_switch: dict[str, list[LinkGroup]] = {}
@@ -132,6 +135,9 @@ def _switch_verdicts(bad_links: list[LinkGroup], min_links: int = 3) -> list[_Sw
         ids = tuple(t for g in groups for t in g.evidence)
         why = (f"{len(groups)} of its links are bad ({', '.join(link_name(k) for k in links[:4])}"
                f"{' ...' if len(links) > 4 else ''}): the switch explains them together")
+        ports = sorted({p for k in links for p in _ports_at(topology, k, sw)})
+        if ports:
+            why += f"; its ports {','.join(map(str, ports))}"
         out.append(_Switch(Verdict("switch", sw, BAD, why, ids), links))
     return out
 
@@ -219,15 +225,24 @@ def _reported(g: LinkGroup) -> bool:
     return g.bad or (len(g.evidence) >= 2 and g.significant)
 
 
-def _link_verdict(g: LinkGroup) -> Verdict:
+def _ports_at(topology: Topology | None, key: LinkKey, end: str) -> tuple[int, ...]:
+    link = topology.links.get(key) if topology is not None else None
+    return link.port_at(end) if link is not None else ()
+
+
+def _link_verdict(g: LinkGroup, topology: Topology | None = None) -> Verdict:
     """A bad link, or a candidate set with two or more failures (one unreproduced low flow is
-    noise until seen again: ``extra.unconfirmed_link_failures``)."""
+    noise until seen again: ``extra.unconfirmed_link_failures``). With port numbers in the
+    topology, a single link's reason names the cable: ``leaf-1 port 17 -- spine-0 port 3``."""
     state = BAD if g.bad else SUSPECT
     name = " | ".join(link_name(k) for k in g.candidates)
     why = (f"{len(g.evidence)} failing flow(s) not explained by any node or NIC "
            f"({', '.join(v for v in g.values[:3] if v)}); "
            + ("the only link on their routes not cleared by passing tests" if g.bad else
               f"{g.summary}: {len(g.candidates)} candidate link(s) explain them equally"))
+    link = topology.links.get(g.candidates[0]) if topology is not None else None
+    if len(g.candidates) == 1 and link is not None and (link.a_port or link.b_port):
+        why += f"; cable: {link.describe()}"
     return Verdict("link", name, state, why, g.evidence,
                    g.candidates[0] if len(g.candidates) == 1 else None)
 
@@ -242,6 +257,8 @@ def _extra(history: RunHistory, inf: Inference, view: FabricView, policy: SweepP
         "verdict_rounds": dict(sorted(end.verdict_rounds.items())),
         "budget_exhausted": end.budget_hit,
         "fabric": view.fabric,
+        # where IB routes came from: "lft" (forwarding tables), "d-mod-k" (the model); "ecmp"
+        "routing": view.topology.routing,
         # switch links surely crossed by a test that ran to the end (pass or fail)
         "link_coverage": view.coverage(
             f for o in history.observations if o.status in (PASS, FAIL) for f in o.test.flows),

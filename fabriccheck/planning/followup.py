@@ -215,9 +215,10 @@ def plan_link_probes(
     good_nics: set[str],
     *,
     seed: int,
-    search_limit: int = 2000,
+    search_limit: int = 4000,
     retest: bool = True,
     per_link: int = 2,
+    avoid: Sequence[LinkKey] = (),
 ) -> int:
     """Localization tests for one candidate set of links.
 
@@ -228,6 +229,8 @@ def plan_link_probes(
     called bad when two such fresh probes fail (see ``inference.localize``): a glitch repeating
     on two independent pairs is ~glitch_rate² per suspect, and one passing probe clears it. The
     probes' endpoints passed other tests, so they are their own controls.
+    ``avoid``: other uncleared links on the failing paths (a group's rivals): probes cross
+    none of them either, so a probe's path shares only the suspect link with the failures.
     RoCE: fresh flows between the two leaves (see :func:`_roce_leaf_probes`).
     """
     made = 0
@@ -236,9 +239,12 @@ def plan_link_probes(
         return _roce_leaf_probes(flows, b, good_nics, seed)
     seen = {frozenset((nic_node(s), nic_node(d))) for _, s, d in flows}
     rng = random.Random(f"probe:{seed}:{b.round_no}")
+    shun = set(candidates) | set(avoid)
     for link in candidates[:8]:
         for _ in range(per_link):
-            t = _probe_one(link, set(candidates), b, good_nics, seen, rng, search_limit)
+            t = _probe_one(link, shun, b, good_nics, seen, rng, search_limit)
+            if t is None and avoid:  # every route across it crosses a rival (a dead switch)
+                t = _probe_one(link, set(candidates), b, good_nics, seen, rng, search_limit)
             if t is None:
                 break
             seen.add(frozenset(t.nodes))  # the next probe of this link: another node pair
@@ -253,35 +259,77 @@ def plan_link_probes(
 
 def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: set[str],
                seen: set[frozenset[str]], rng: random.Random, search_limit: int) -> Test | None:
-    """One known-good flow whose route crosses ``link`` (either way) and no other candidate."""
+    """One known-good flow whose route crosses ``link`` (either way) and no link of ``cand``
+    but ``link``.
+
+    Chosen by destination, as routes are: first *down* the link, to a receiver under its lower
+    end (the NICs of that leaf, or of the leaves of that spine) whose route comes down it,
+    from senders elsewhere; else *up* the link, from a sender under the lower end to
+    receivers tried over the whole fabric on its rail (a spine-core link is crossed upward
+    only by flows to the few destinations routed through that core). ``search_limit`` bounds
+    the routes looked at.
+    """
     view = b.view
-    att = view.topology.attachment
-    near = sorted(n for n, sw in att.items() if sw in link and n in good_nics)
+    nics = view.topology.nics
+    under = _under(link, view)
+    near = sorted(n for n in under if n in good_nics)
     rng.shuffle(near)
     by_rail: dict[int, list[str]] = {}
     for n in sorted(good_nics):
-        by_rail.setdefault(view.topology.nics[n].rail, []).append(n)
-    tries = 0
-    for a in near:
-        rail = view.topology.nics[a].rail
-        others = by_rail.get(rail, [])[:]
-        rng.shuffle(others)
-        for o in others[:64]:
-            tries += 1
-            if tries > search_limit:
+        by_rail.setdefault(nics[n].rail, []).append(n)
+    for lst in by_rail.values():
+        rng.shuffle(lst)
+    budget = [search_limit]
+
+    def try_flow(s: str, d: str) -> Test | None | bool:
+        """The test if ``s -> d`` fits; False when its route misses ``link`` (None: busy)."""
+        budget[0] -= 1
+        route = view.route_links(s, d)
+        if link not in route:
+            return False
+        if (route & (cand - {link}) or frozenset((nic_node(s), nic_node(d))) in seen
+                or not (b.nic_free(s, "tx") and b.nic_free(d, "rx"))):
+            return None
+        return b.add_flow(nic_node(s), nic_node(d), nics[s].rail, "localize",
+                          probe_of=f"{link[0]} -- {link[1]}")
+
+    for d in near:  # down the link: a receiver whose route comes down it, any far sender
+        others = [o for o in by_rail.get(nics[d].rail, ()) if o not in under]
+        for i, o in enumerate(others[:16]):
+            if budget[0] <= 0:
                 return None
-            for s, d in ((a, o), (o, a)):
-                if s == d or frozenset((nic_node(s), nic_node(d))) in seen:
-                    continue
-                if not (b.nic_free(s, "tx") and b.nic_free(d, "rx")):
-                    continue
-                route = view.route_links(s, d)
-                if link in route and not (route & (cand - {link})):
-                    t = b.add_flow(nic_node(s), nic_node(d), rail, "localize",
-                                   probe_of=f"{link[0]} -- {link[1]}")
-                    if t is not None:
-                        return t
+            got = try_flow(o, d)
+            if got is False and i == 0:
+                break  # destination-based: d's route does not come down this link
+            if got:
+                return got
+    per_rail: dict[int, int] = {}
+    for a in near:  # up the link: receivers whose route from a goes up it
+        rail = nics[a].rail
+        per_rail[rail] = per_rail.get(rail, 0) + 1
+        if per_rail[rail] > 2:
+            continue
+        for o in by_rail.get(rail, ()):
+            if budget[0] <= 0:
+                return None
+            if o not in under and (got := try_flow(a, o)):
+                return got
     return None
+
+
+def _under(link: LinkKey, view: FabricView) -> set[str]:
+    """NICs under the lower-tier end of ``link``: attached to it, or (a spine or core) to a
+    leaf it is cabled to."""
+    rank = {"leaf": 0, "spine": 1, "core": 2}
+    sw = view.topology.switches
+    lower = min(link, key=lambda x: rank.get(sw[x].tier, 3) if x in sw else -1)
+    att = view.topology.attachment
+    if sw[lower].tier == "leaf":
+        leaves = {lower}
+    else:
+        leaves = {x for k in view.switch_links if lower in k for x in k
+                  if x != lower and sw[x].tier == "leaf"}
+    return {n for n, leaf in att.items() if leaf in leaves}
 
 
 def _roce_leaf_probes(flows, b: RoundBuilder, good_nics: set[str], seed: int,

@@ -161,7 +161,7 @@ def _localize_ib(ctx: RunContext, inf: Inference, b: RoundBuilder,
             continue
         flows = [(tid, s, d) for tid, (s, d) in zip(g.evidence, g.flows, strict=False)]
         if plan_link_probes(flows, g.candidates, b, inf.good_nics, seed=ctx.policy.seed,
-                            retest=tries.get(key, 0) == 0):
+                            retest=tries.get(key, 0) == 0, avoid=g.rivals):
             _count(tries, key)
 
 

@@ -202,7 +202,11 @@ def plan_rail_pairs(
     prev_served: dict[int, frozenset[str]] | None = None,
 ) -> dict[int, PairPlan]:
     """Pair every rail's NICs independently (rail-aligned ``ib_write_bw`` pairs), one shared
-    link budget for the round, so a node meets a different partner on each rail."""
+    link budget for the round, so a node meets a different partner on each rail.
+
+    The sweep calls :func:`fabriccheck.planning.cover.plan_sweep_rail_pairs`, which chooses
+    pairs by destination on InfiniBand fat-trees and calls this function elsewhere.
+    """
     nodes = sorted(set(nodes))
     rails = sorted({r for n in nodes for r in view.rails_of[n]})
     budget = CrossBudget(view, roce_cross_share)

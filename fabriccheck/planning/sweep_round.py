@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fabriccheck.inference.attribute import Inference
-from fabriccheck.models import Test
+from fabriccheck.models import LinkKey, Test
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.pairing import pair_key, plan_pairs, plan_rail_pairs
+from fabriccheck.planning.cover import plan_sweep_rail_pairs
+from fabriccheck.planning.pairing import pair_key, plan_pairs
 from fabriccheck.run_history import RunHistory
 
 if TYPE_CHECKING:  # the planner imports this module; the context type only annotates
@@ -27,6 +28,8 @@ class SweepMemory:
     prev_cross: dict[int | None, frozenset[str]] = field(default_factory=dict)
     #: nodes that received a cross-leaf sweep flow so far: their downlink was crossed
     served: dict[int | None, frozenset[str]] = field(default_factory=dict)
+    #: switch links the sweep's flows crossed so far (InfiniBand fat-trees pair to cover more)
+    covered: set[LinkKey] = field(default_factory=set)
 
 
 def plan_sweep_round(ctx: RunContext, k: int, inf: Inference, history: RunHistory,
@@ -40,10 +43,10 @@ def plan_sweep_round(ctx: RunContext, k: int, inf: Inference, history: RunHistor
         _log_first(b, active, ctx.log_suspects)
     free = [n for n in active if b.node_free(n)]
     if pol.per_rail:
-        plans = plan_rail_pairs(
+        plans = plan_sweep_rail_pairs(
             free, view, round_no=k, seed=pol.seed, avoid=memory.avoid,
             prev_cross=memory.prev_cross, roce_cross_share=pol.roce_cross_share,
-            prev_served=memory.served)
+            prev_served=memory.served, covered=memory.covered)
         for rail, plan in plans.items():
             for c, s in plan.pairs:
                 b.add_flow(c, s, rail, "sweep", check_links=False)  # planned link-disjoint

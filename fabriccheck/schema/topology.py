@@ -85,6 +85,9 @@ class LinkModel(StrictModel):
     b: Name = Field(description="a switch name (or a NIC when a is a switch)")
     gbps: Positive = Field(description="capacity of the link (all its cables)")
     count: Count = Field(1, description="parallel cables merged into this link")
+    a_port: Count | list[Count] | None = Field(
+        None, description="port number(s) at end a (ibnetdiscover import; which cable to pull)")
+    b_port: Count | list[Count] | None = Field(None, description="port number(s) at end b")
 
 
 class TopologyFile(StrictModel):
@@ -101,3 +104,6 @@ class TopologyFile(StrictModel):
     nodes: list[NodeModel] | None = Field(None, description="… or nodes, switches and links")
     switches: list[SwitchModel] | None = None
     links: list[LinkModel] | None = None
+    routes: str | list[str] | None = Field(
+        None, description="InfiniBand forwarding tables (dump_lfts.sh / ibroute / ibdiagnet "
+        ".fdbs output), relative to this file; without it routes follow the D-mod-K model")

@@ -55,6 +55,10 @@ def topology_to_yaml(
     for key in sorted(topo.links):
         link = topo.links[key]
         extra = f", count: {counts[key]}" if counts.get(key, 1) > 1 else ""
+        for name, ports in (("a_port", link.a_port), ("b_port", link.b_port)):
+            if ports:
+                extra += f", {name}: " + (str(ports[0]) if len(ports) == 1 else
+                                          "[" + ", ".join(map(str, ports)) + "]")
         lines.append(f"  - {{a: {_q(link.a)}, b: {_q(link.b)}, gbps: {_num(link.gbps)}{extra}}}")
     return "\n".join(lines) + "\n"
 

@@ -31,7 +31,7 @@ from fabriccheck.topology.model import FABRICS, TIERS, Link, Nic, Node, Switch, 
 
 TOP_FIELDS = (
     "name", "fabric", "spec", "gpus_per_node", "description", "generator", "nodes", "switches",
-    "links",
+    "links", "routes",
 )
 
 #: the repository's bundled topology files (editable install / source checkout)
@@ -124,7 +124,25 @@ def topology_from_dict(data: Any, *, source: str, require_tree: bool = False) ->
         topo = _explicit(top, name, fabric, gpus)
     topo.spec, topo.gpus_per_node, topo.source = spec, gpus, source
     check_structure(topo, source=source, require_tree=require_tree)
+    if top.has("routes"):
+        _attach(top, topo)
     return topo
+
+
+def _attach(top: Fields, topo: Topology) -> None:
+    """``routes: FILE`` (or a list): forwarding-table dumps, relative to the topology file."""
+    from fabriccheck.topology.routes import attach_routes
+
+    if topo.fabric != "infiniband":
+        raise top.error("forwarding tables are for infiniband (RoCE paths are ECMP)", "routes")
+    raw = top.data["routes"]
+    base = Path(top.source).parent if Path(top.source).is_file() else Path.cwd()
+    paths = [base / p for p in (raw if isinstance(raw, list) else [raw])]
+    for p in paths:
+        if not p.is_file():
+            raise top.error(f"no such routes file {str(p)!r}", "routes",
+                            hint="a path relative to the topology file")
+    attach_routes(topo, paths)
 
 
 # ---- explicit form ------------------------------------------------------------------------
@@ -159,7 +177,8 @@ def _explicit(top: Fields, name: str, fabric: str, gpus: int) -> Topology:
     link_fields: dict = {}
     nic_gbps: dict[str, float] = {}
     for i, raw in enumerate(top.list("links")):
-        f = Fields(raw, source, join("links", i), allowed=("a", "b", "gbps", "count"))
+        f = Fields(raw, source, join("links", i),
+                   allowed=("a", "b", "gbps", "count", "a_port", "b_port"))
         a, b = f.str("a"), f.str("b")
         gbps = f.number("gbps")
         f.int("count", 1)
@@ -182,7 +201,7 @@ def _explicit(top: Fields, name: str, fabric: str, gpus: int) -> Topology:
                 f"duplicate link {a} - {b} (also {link_fields[key]})", None,
                 hint="merge parallel cables into one link with 'count' and the summed gbps",
             )
-        links[key] = Link(a, b, gbps)
+        links[key] = Link(a, b, gbps, _ports(raw, "a_port"), _ports(raw, "b_port"))
         link_fields[key] = f.path
 
     nodes: dict[str, Node] = {}
@@ -298,3 +317,12 @@ def check_structure(topo: Topology, *, source: str, require_tree: bool = False) 
             field="links",
             hint="the lab bridges switches: remove redundant uplinks",
         )
+
+
+def _ports(raw: dict, key: str) -> tuple[int, ...]:
+    """Port number(s) of a link end (``a_port: 17`` or ``[17, 18]``; shape-checked by the
+    schema), as a tuple; empty when not given."""
+    value = raw.get(key)
+    if value is None:
+        return ()
+    return tuple(int(v) for v in (value if isinstance(value, list) else [value]))

@@ -63,13 +63,38 @@ class Switch:
 
 @dataclass(frozen=True)
 class Link:
+    """A cable (or parallel cables merged) between ``a`` and ``b``; ``a_port``/``b_port`` are
+    the port numbers at each end when known (ibnetdiscover import; empty otherwise)."""
+
     a: str
     b: str
     gbps: float
+    a_port: tuple[int, ...] = ()
+    b_port: tuple[int, ...] = ()
 
     @property
     def key(self) -> LinkKey:
         return link_key(self.a, self.b)
+
+    def port_at(self, end: str) -> tuple[int, ...]:
+        """The port number(s) of this link at switch or NIC ``end`` (empty when unknown)."""
+        return self.a_port if end == self.a else self.b_port if end == self.b else ()
+
+    def describe(self) -> str:
+        """``a port 17 -- b port 3`` (ports where known): which cable to pull.
+
+        >>> Link("leaf-1", "spine-0", 400.0, (17,), (3,)).describe()
+        'leaf-1 port 17 -- spine-0 port 3'
+        >>> Link("leaf-1", "spine-0", 800.0, (17, 18), ()).describe()
+        'leaf-1 ports 17,18 -- spine-0'
+        """
+        def end(name: str, ports: tuple[int, ...]) -> str:
+            if not ports:
+                return name
+            word = "port" if len(ports) == 1 else "ports"
+            return f"{name} {word} {','.join(map(str, ports))}"
+
+        return f"{end(self.a, self.a_port)} -- {end(self.b, self.b_port)}"
 
 
 Path = tuple[LinkKey, ...]
@@ -98,6 +123,11 @@ class Topology:
     gpus_per_node: int = 8
     #: the file this topology was loaded from ("" when built in code)
     source: str = ""
+    #: InfiniBand routes read from the switches' forwarding tables: switch -> {destination NIC
+    #: -> next hop}; None: the D-mod-K model (see :meth:`route`)
+    lft: dict[str, dict[str, str]] | None = field(default=None, repr=False)
+    #: where ``lft`` was read from
+    routes_source: str = ""
 
     # ---- structure -------------------------------------------------------------------------
     @cached_property
@@ -248,6 +278,18 @@ class Topology:
             out.append(tuple(link_key(a, b) for a, b in zip(hops, hops[1:], strict=False)))
         return tuple(out)
 
+    @property
+    def routing(self) -> str:
+        """Where routes come from: ``"lft"`` (forwarding tables), ``"d-mod-k"`` (the model,
+        InfiniBand) or ``"ecmp"`` (RoCE: one of the equal-cost paths, by a hash)."""
+        if self.fabric != "infiniband":
+            return "ecmp"
+        return "lft" if self.lft is not None else "d-mod-k"
+
+    def set_lft(self, tables: dict[str, dict[str, str]], source: str = "") -> None:
+        """Route by the switches' forwarding tables from now on (see :meth:`route`)."""
+        self.lft, self.routes_source = tables, source
+
     def route(self, src: str, dst: str) -> Path | None:
         """The deterministic route of an InfiniBand flow (destination-based, D-mod-K style).
 
@@ -255,13 +297,20 @@ class Topology:
         next hops on a shortest path it takes ``(index(dst port) // W) mod count`` where ``W`` is
         the product of the fan-outs already used on the way up (D-mod-K), so on a 3-tier tree the
         spine and core choices are independent and destinations spread evenly over every top
-        switch. None without a path.
+        switch. None without a path. With forwarding tables (:meth:`set_lft`) the route follows
+        them; a destination a table does not list falls back to the model for that flow.
         """
         if src == dst:
             return ()
         s_sw, d_sw = self.attachment.get(src), self.attachment.get(dst)
         if s_sw is None or d_sw is None:
             return None
+        if self.lft is not None:
+            from fabriccheck.topology.lft_route import lft_route
+
+            got = lft_route(self.lft, src, dst, s_sw, d_sw, len(self.switches))
+            if got is not None:
+                return got
         k = self._port_index[dst]
         hops = [src, s_sw]
         cur = s_sw
@@ -296,5 +345,15 @@ class Topology:
                 {"name": s.name, "tier": s.tier}
                 for s in sorted(self.switches.values(), key=lambda s: s.name)
             ],
-            "links": [{"a": lk.a, "b": lk.b, "gbps": lk.gbps} for lk in self.links.values()],
+            "links": [_link_json(lk) for lk in self.links.values()],
         }
+
+
+def _link_json(link: Link) -> dict:
+    """A link in the contract: ``a``, ``b``, ``gbps``; ``a_port``/``b_port`` (lists) when known."""
+    out: dict = {"a": link.a, "b": link.b, "gbps": link.gbps}
+    if link.a_port:
+        out["a_port"] = list(link.a_port)
+    if link.b_port:
+        out["b_port"] = list(link.b_port)
+    return out

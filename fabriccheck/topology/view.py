@@ -127,16 +127,43 @@ class FabricView:
         sw = self.topology.switches
         return frozenset(k for k in self.topology.links if k[0] in sw and k[1] in sw)
 
-    def coverage(self, flows: Iterable[Flow]) -> dict[str, float]:
+    def coverage(self, flows: Iterable[Flow]) -> dict:
         """How many switch links ``flows`` surely cross (IB: the route; RoCE: links every
-        equal-cost path shares): ``{"exercised", "total", "share"}``."""
+        equal-cost path shares): ``{"exercised", "total", "share", "tiers"}``, where ``tiers``
+        gives the same three numbers per tier pair (``"leaf-spine"``, ``"spine-core"``).
+
+        >>> from fabriccheck.topology import generate
+        >>> t = generate({"kind": "fat-tree", "nodes": 4, "rails": 1, "nodes_per_leaf": 2,
+        ...               "spines": 2}, name="t", fabric="infiniband")
+        >>> v = FabricView(t)
+        >>> cov = v.coverage([Flow("node-001/mlx5_0", "node-003/mlx5_0")])
+        >>> cov["exercised"], cov["total"], cov["tiers"]["leaf-spine"]["share"]
+        (2, 4, 0.5)
+        """
         crossed: set[LinkKey] = set()
         for f in flows:
             crossed |= self.flow_links(f)[0]
-        total = len(self.switch_links)
-        got = len(crossed & self.switch_links)
-        return {"exercised": got, "total": total, "share": round(got / total, 4) if total else 1.0}
+        crossed &= self.switch_links
+        tiers: dict[str, dict[str, float]] = {}
+        for name, links in sorted(self.links_by_tier.items()):
+            tiers[name] = _share(len(crossed & links), len(links))
+        return {**_share(len(crossed), len(self.switch_links)), "tiers": tiers}
+
+    @cached_property
+    def links_by_tier(self) -> dict[str, frozenset[LinkKey]]:
+        """Switch links by tier pair, lower tier first (``"leaf-spine"``, ``"spine-core"``)."""
+        order = {"leaf": 0, "spine": 1, "core": 2}
+        sw = self.topology.switches
+        out: dict[str, set[LinkKey]] = defaultdict(set)
+        for a, b in self.switch_links:
+            ta, tb = sorted((sw[a].tier, sw[b].tier), key=lambda t: order.get(t, 3))
+            out[f"{ta}-{tb}"].add((a, b))
+        return {k: frozenset(v) for k, v in out.items()}
 
     def same_leaf(self, a_nic: str, b_nic: str) -> bool:
         att = self.topology.attachment
         return att.get(a_nic) is not None and att.get(a_nic) == att.get(b_nic)
+
+
+def _share(got: int, total: int) -> dict[str, float]:
+    return {"exercised": got, "total": total, "share": round(got / total, 4) if total else 1.0}

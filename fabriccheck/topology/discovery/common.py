@@ -45,6 +45,8 @@ class FabricBuild:
     warnings: list[str] = field(default_factory=list)
     tiers: dict[str, str] = field(default_factory=dict)
     gpus_per_node: int | None = None
+    #: (link key, end) -> port numbers of its cables at that end (ibnetdiscover)
+    ports: dict[tuple[LinkKey, str], list[int]] = field(default_factory=dict)
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -57,13 +59,19 @@ class FabricBuild:
             nics.append(nic)
         return f"{host}/{nic}"
 
-    def cable(self, a: str, b: str, gbps: float | None) -> None:
+    def cable(self, a: str, b: str, gbps: float | None,
+              ports: tuple[int | None, int | None] = (None, None)) -> None:
+        """One cable ``a`` - ``b``; ``ports`` are its port numbers at ``a`` and ``b`` if known."""
         if "/" in a and "/" in b:
             self.warn(f"skipped host-to-host cable {a} - {b} (no switch between)")
             return
-        entry = self.cables.setdefault(link_key(a, b), [0, []])
+        key = link_key(a, b)
+        entry = self.cables.setdefault(key, [0, []])
         entry[0] += 1
         entry[1].append(gbps)
+        for end, port in zip((a, b), ports, strict=True):
+            if port is not None:
+                self.ports.setdefault((key, end), []).append(port)
 
     # ---- assembly -----------------------------------------------------------------------
     def topology(self, *, largest_component: bool = False) -> tuple[Topology, dict]:
@@ -97,7 +105,9 @@ class FabricBuild:
             if key[0] not in adj or key[1] not in adj:
                 continue
             gbps = sum(g if g is not None else default_gbps for g in gs)
-            links[key] = Link(key[0], key[1], gbps)
+            links[key] = Link(key[0], key[1], gbps,
+                              tuple(sorted(self.ports.get((key, key[0]), ()))),
+                              tuple(sorted(self.ports.get((key, key[1]), ()))))
             counts[key] = count
             for end in key:
                 if "/" in end:

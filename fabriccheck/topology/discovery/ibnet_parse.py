@@ -260,3 +260,11 @@ def _parse_ports(lines: list[str]) -> IbFabric:
             f"ports format with {len(fabric.devices)} device(s) and no cabled port",
             hint="run ibnetdiscover on a host cabled to the fabric (are the ports up?)")
     return fabric
+
+
+def clean_switch_name(name: str) -> str:
+    """A usable name: ``MF0;A09-P1-IBLEAF-04-04:MQM9701/U1`` -> ``A09-P1-IBLEAF-04-04``."""
+    name = name.strip()
+    if name.startswith("MF0;"):
+        name = name[4:].split(":", 1)[0]
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "switch"

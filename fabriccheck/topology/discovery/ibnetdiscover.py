@@ -21,6 +21,7 @@ from fabriccheck.topology.discovery.ibnet_parse import (
     IbDevice,
     IbFabric,
     IbParseError,
+    clean_switch_name,
     link_gbps,
     parse_ibnetdiscover,
 )
@@ -35,12 +36,7 @@ AGGREGATION = "Aggregation Node"
 _HOST_NIC = re.compile(r"^(\S+)\s+((?:mlx\d+_|HCA-|hfi\d+_|qib|ibp|ib)\S*)$")
 
 
-def _clean(name: str) -> str:
-    """A usable name: ``MF0;A09-P1-IBLEAF-04-04:MQM9701/U1`` -> ``A09-P1-IBLEAF-04-04``."""
-    name = name.strip()
-    if name.startswith("MF0;"):
-        name = name[4:].split(":", 1)[0]
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "switch"
+_clean = clean_switch_name
 
 
 def fabric_to_topology_build(fabric: IbFabric, *, name: str,
@@ -80,7 +76,7 @@ def fabric_to_topology_build(fabric: IbFabric, *, name: str,
         if c.gbps is None:
             build.warn(f"line {c.line}: cable {ends[0]} - {ends[1]} has no known speed; "
                        "assumed the most common")
-        build.cable(ends[0], ends[1], c.gbps)
+        build.cable(ends[0], ends[1], c.gbps, (c.a_port, c.b_port))
     if generic:
         build.warn(f"{len(generic)} CA(s) have a generic description; named ca-<system GUID>")
     return build

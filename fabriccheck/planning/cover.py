@@ -1,0 +1,191 @@
+"""Coverage by design on InfiniBand: pair NICs by destination so every switch link carries a flow.
+
+On InfiniBand a flow's route is set by its destination (each switch forwards by destination
+LID), so the links a pair ``c -> d`` crosses are known before it runs: the uplinks from ``c``'s
+leaf toward ``d``'s top switch and the downlinks to ``d``. A fat-tree routes every flow *to* one
+NIC down one fixed path, so pairing by "different leaf" alone crosses the same few links again
+and again (34% of a fat-tree's links in two rounds). Here each rail's pairs are chosen
+destination by destination: for a receiver ``d`` the sender is the free NIC, among a sample of
+other leaves, whose route to ``d`` crosses the most links no flow has crossed yet (this round,
+on any rail, or in an earlier round), and never a directed hop another flow of the round
+already uses (two flows on one link halve each other and look like a fault). The first sender
+whose every link is new is taken, else the one with the most new links; the rest pair inside
+their leaf. Randomness only through ``seed``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Iterable
+
+from fabriccheck.models import LinkKey, link_key
+from fabriccheck.planning.pairing import (
+    CrossBudget,
+    PairPlan,
+    _local_pairs,
+    pair_key,
+    plan_rail_pairs,
+)
+from fabriccheck.topology.view import FabricView
+
+
+def plan_sweep_rail_pairs(
+    nodes: Iterable[str],
+    view: FabricView,
+    *,
+    round_no: int,
+    seed: int = 0,
+    avoid: dict[int, set[frozenset[str]]] | None = None,
+    prev_cross: dict[int, frozenset[str]] | None = None,
+    roce_cross_share: float = 0.0,
+    prev_served: dict[int, frozenset[str]] | None = None,
+    covered: set[LinkKey] | None = None,
+) -> dict[int, PairPlan]:
+    """One sweep round's per-rail pairs: by destination (:func:`plan_cover_pairs`, every rail
+    sharing one link budget and ``covered``, updated in place) on an InfiniBand fat-tree;
+    :func:`~fabriccheck.planning.pairing.plan_rail_pairs` elsewhere (rail-optimized fabrics:
+    its pod matching already crosses every leaf uplink; RoCE: paths are a hash)."""
+    if view.fabric != "infiniband" or view.rail_optimized:
+        return plan_rail_pairs(nodes, view, round_no=round_no, seed=seed, avoid=avoid,
+                               prev_cross=prev_cross, roce_cross_share=roce_cross_share,
+                               prev_served=prev_served)
+    nodes = sorted(set(nodes))
+    rails = sorted({r for n in nodes for r in view.rails_of[n]})
+    budget = CrossBudget(view, roce_cross_share)
+    got = covered if covered is not None else set()
+    avoid = avoid or {}
+    return {r: plan_cover_pairs(nodes, view, rail=r, round_no=round_no, seed=seed, covered=got,
+                                avoid=avoid.get(r, ()), budget=budget)
+            for r in rails}
+
+
+def plan_cover_pairs(
+    nodes: Iterable[str],
+    view: FabricView,
+    *,
+    rail: int,
+    round_no: int,
+    seed: int,
+    covered: set[LinkKey],
+    avoid: Iterable[frozenset[str]] = (),
+    budget: CrossBudget | None = None,
+    sample: int = 8,
+) -> PairPlan:
+    """Pair the NICs of ``rail`` so the round's flows cross switch links not yet ``covered``.
+
+    Parameters
+    ----------
+    nodes
+        Nodes to pair (those without a NIC on ``rail`` are left out).
+    view
+        The fabric view (routes known: InfiniBand).
+    rail
+        The rail whose NICs are paired (one ``ib_write_bw`` flow per pair, client to server).
+    round_no, seed
+        Pick the shuffle; the only randomness.
+    covered
+        Switch links some flow already crosses (earlier rounds, other rails of this round);
+        updated in place with the links this plan's flows cross.
+    avoid
+        Node pairs that met on this rail before (never twice).
+    budget
+        The round's link reservations, shared across rails (directed hops: full duplex).
+    sample
+        Candidate sender leaves tried per receiver (bounds the work: O(nodes x sample)).
+
+    Returns
+    -------
+    PairPlan
+        ``pairs`` as (client, server); ``cross`` the nodes of cross-leaf pairs.
+
+    Examples
+    --------
+    >>> from fabriccheck.topology import generate
+    >>> t = generate({"kind": "fat-tree", "nodes": 8, "rails": 1, "nodes_per_leaf": 2,
+    ...               "spines": 2}, name="t", fabric="infiniband")
+    >>> v, got = FabricView(t), set()
+    >>> plan = plan_cover_pairs(t.nodes, v, rail=0, round_no=1, seed=0, covered=got)
+    >>> len(plan.pairs), len(got), len(v.switch_links)
+    (4, 8, 8)
+    """
+    rng = random.Random(f"cover:{seed}:{round_no}:{rail}")
+    budget = budget or CrossBudget(view, 0.0)
+    avoid_set = set(avoid)
+    rails_of, att = view.rails_of, view.topology.attachment
+    by_leaf: dict[str, list[str]] = defaultdict(list)
+    for n in sorted(set(nodes)):
+        nic = rails_of[n].get(rail)
+        if nic is not None and nic in att:
+            by_leaf[att[nic]].append(n)
+    # routes are destination-based: every NIC of a leaf reaches ``d`` over the same switch hops,
+    # so one NIC per leaf stands for all (and its routes are cached once)
+    rep = {leaf: rails_of[members[0]][rail] for leaf, members in by_leaf.items()}
+    for members in by_leaf.values():
+        rng.shuffle(members)
+    routes: dict[tuple[str, str], tuple[frozenset[tuple[str, str]], frozenset[LinkKey]]] = {}
+    leaves = sorted(by_leaf)
+    used: set[str] = set()
+    pairs: list[tuple[str, str]] = []
+    receivers = [n for leaf in leaves for n in by_leaf[leaf]]
+    rng.shuffle(receivers)
+    for d in receivers:
+        if d in used:
+            continue
+        best = _best_sender(d, rail, view, by_leaf, leaves, used, avoid_set, covered,
+                            budget, rng, sample, (rep, routes))
+        if best is None:
+            continue
+        c, hops = best
+        budget.used |= hops
+        covered.update(link_key(a, b) for a, b in hops)
+        pairs.append((c, d))
+        used.update((c, d))
+    cross = frozenset(used)
+    for leaf in leaves:
+        _local_pairs([n for n in by_leaf[leaf] if n not in used], avoid_set, used, pairs)
+    rest = sorted(n for leaf in leaves for n in by_leaf[leaf] if n not in used)
+    extra: set[str] = set()
+    left = _local_pairs(rest, avoid_set, used, pairs, budget=budget, cross=extra, rail=rail)
+    return PairPlan(tuple(pairs), tuple(sorted(left)), cross | extra,
+                    frozenset(d for c, d in pairs if d in cross))
+
+
+def _best_sender(d: str, rail: int, view: FabricView, by_leaf: dict[str, list[str]],
+                 leaves: list[str], used: set[str], avoid: set[frozenset[str]],
+                 covered: set[LinkKey], budget: CrossBudget, rng: random.Random, sample: int,
+                 cache: tuple[dict, dict]) -> tuple[str, frozenset[tuple[str, str]]] | None:
+    """The free sender on another leaf whose route to ``d`` crosses the most uncovered links
+    and no directed hop in use (the first whose links are all uncovered)."""
+    d_nic = view.rails_of[d][rail]
+    d_leaf = view.topology.attachment[d_nic]
+    if len(leaves) <= sample + 1:
+        picks = [x for x in leaves if x != d_leaf]
+    else:
+        picks = [x for x in rng.sample(leaves, sample + 1) if x != d_leaf][:sample]
+    best: tuple[int, str, frozenset[tuple[str, str]]] | None = None
+    for leaf in picks:
+        c = next((n for n in by_leaf[leaf] if n not in used and n != d
+                  and pair_key(n, d) not in avoid), None)
+        if c is None:
+            continue
+        hops, links = _route(leaf, d_nic, view, cache)
+        if not hops or hops & budget.used:
+            continue
+        gain = len(links - covered)
+        if gain and (best is None or gain > best[0]):
+            best = (gain, c, hops)
+            if gain == len(links):
+                break
+    return None if best is None else (best[1], best[2])
+
+
+def _route(leaf: str, d_nic: str, view: FabricView, cache: tuple[dict, dict]
+           ) -> tuple[frozenset[tuple[str, str]], frozenset[LinkKey]]:
+    """Directed switch hops and link keys from ``leaf`` to ``d_nic`` (cached per call)."""
+    rep, routes = cache
+    hit = routes.get((leaf, d_nic))
+    if hit is None:
+        hops = view.directed_hops(rep[leaf], d_nic)
+        hit = routes[(leaf, d_nic)] = (hops, frozenset(link_key(a, b) for a, b in hops))
+    return hit
