@@ -114,6 +114,10 @@ class LabInfo(StrictModel):
 
     name: Name = Field(description="the lab's name")
     gateway: Name = Field(description="the lab's management gateway")
+    hops: dict[Name, Name] = Field(
+        default_factory=dict,
+        description="routed labs: router interface address -> switch (maps traceroute hops)",
+    )
 
 
 class InventoryFile(StrictModel):

@@ -87,6 +87,16 @@ class LinkModel(StrictModel):
     count: Count = Field(1, description="parallel cables merged into this link")
 
 
+class LabOptions(StrictModel):
+    """How ``fabriccheck lab up`` builds this topology (ignored by everything else)."""
+
+    mode: Literal["bridged", "routed"] = Field(
+        "bridged",
+        description="bridged: switches are Linux bridges (a tree); routed: switches are routing "
+        "namespaces with ECMP and layer-4 hashing",
+    )
+
+
 class TopologyFile(StrictModel):
     """A topology file: explicit ``nodes``/``switches``/``links``, or a ``generator``."""
 
@@ -101,3 +111,4 @@ class TopologyFile(StrictModel):
     nodes: list[NodeModel] | None = Field(None, description="… or nodes, switches and links")
     switches: list[SwitchModel] | None = None
     links: list[LinkModel] | None = None
+    lab: LabOptions | None = Field(None, description="how the namespace lab builds it")

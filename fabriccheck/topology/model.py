@@ -98,6 +98,8 @@ class Topology:
     gpus_per_node: int = 8
     #: the file this topology was loaded from ("" when built in code)
     source: str = ""
+    #: how the namespace lab builds it: "bridged" (Linux bridges, a tree) or "routed" (ECMP)
+    lab_mode: str = "bridged"
 
     # ---- structure -------------------------------------------------------------------------
     @cached_property
