@@ -18,6 +18,7 @@ from fabriccheck.executors.base import Executor
 from fabriccheck.inference.attribute import Inference, infer, link_name
 from fabriccheck.inference.judge import judge_round
 from fabriccheck.inference.verdicts import RunEnd, build_result
+from fabriccheck.learn_paths import PathLearner
 from fabriccheck.models import RunResult
 from fabriccheck.planning.planner import (
     FINISHED,
@@ -77,14 +78,17 @@ def run(
     ctx = RunContext(mode, tuple(nodes), view, spec, policy,
                      tuple(n for n in log_suspects if n in scope))
     planner = Planner(ctx)
-    history, inf, end = _loop(ctx, planner, executor, progress)
+    learner = PathLearner.for_executor(view, executor)
+    history, inf, end = _loop(ctx, planner, executor, progress, learner)
     result = build_result(mode, nodes, history, inf, view, policy, end)
     result.wall_seconds = time.monotonic() - t0
+    if learner is not None and learner.stats.pinned_flows:
+        result.extra["path_learning"] = learner.stats.to_json()
     return result
 
 
-def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: ProgressFn | None
-          ) -> tuple[RunHistory, Inference, RunEnd]:
+def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: ProgressFn | None,
+          learner: PathLearner | None = None) -> tuple[RunHistory, Inference, RunEnd]:
     """Plan → budget check → execute → judge → record → attribute → absorb, until finished."""
     history, verdict_rounds = RunHistory(), {}
     inf = infer([], ctx.view)
@@ -95,7 +99,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
             budget_hit = True
             stop_reason = f"budget of {ctx.policy.budget_s:g} s test time used up"
             break
-        history = history.with_round(_execute(ctx, executor, plan, history))
+        history = history.with_round(_execute(ctx, executor, plan, history, learner))
         inf = infer(history.observations, ctx.view)
         _note_verdict_rounds(inf, history.round_count, verdict_rounds)
         planner.absorb(history, inf)
@@ -119,10 +123,12 @@ def _budget_allows(policy: SweepPolicy, history: RunHistory, plan: RoundPlan) ->
     return not (left <= 0 or need <= 0 or left < policy.duration_s + PAIR_SETUP_S)
 
 
-def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunHistory
-             ) -> RoundRecord:
-    raws = executor.run_round(list(plan.tests))
-    obs, warnings = judge_round(plan.tests, raws, ctx.spec, ctx.policy, history.observations,
+def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunHistory,
+             learner: PathLearner | None = None) -> RoundRecord:
+    # pinned RoCE flows: learn their paths first (a traceroute on each flow's 5-tuple)
+    tests = learner.learn(plan.tests, executor) if learner else plan.tests
+    raws = executor.run_round(list(tests))
+    obs, warnings = judge_round(tests, raws, ctx.spec, ctx.policy, history.observations,
                                 ctx.view)
     links = tuple(frozenset().union(*(ctx.view.flow_links(f)[1] for f in o.test.flows))
                   for o in obs)

@@ -89,8 +89,8 @@ def _write_client_files(d: Path, plan: LabPlan, host_pubs: dict[str, str]) -> Pa
         "ssh": {"user": "root", "port": 22, "key": "id_ed25519", "known_hosts": "known_hosts",
                 "connect_timeout_s": 3},
         "python": "python3",
-        "lab": {"name": plan.name, "gateway": plan.gateway_ip,
-                **({"hops": plan.hop_names()} if plan.mode == "routed" else {})},
+        "lab": {"name": plan.name, "gateway": plan.gateway_ip},
+        **({"hops": plan.hop_names()} if plan.mode == "routed" else {}),
         "hosts": {
             h.name: {"address": h.mgmt_ip, "netns": h.netns,
                      "nics": {n.name: {"ip": n.ip, "rail": n.rail} for n in h.nics}}

@@ -81,8 +81,12 @@ class FabricView:
         """``(certain, possible)`` switch-to-switch links of ``flow``.
 
         On InfiniBand both are the route's links. On RoCE ``possible`` is the union of the ECMP
-        set and ``certain`` the links every equal-cost path shares.
+        set and ``certain`` the links every equal-cost path shares. A flow whose path was learned
+        (``flow.path``, a traceroute on its own 5-tuple) has exactly that path as both.
         """
+        if flow.path is not None:
+            exact = frozenset(flow.path)
+            return exact, exact
         key = (flow.src, flow.dst)
         hit = self._flow_cache.get(key)
         if hit is not None:
