@@ -132,11 +132,14 @@ class Flow:
 
     ``path``: the switch-to-switch links this exact flow takes, when learned (a traceroute on
     its own 5-tuple, see :mod:`fabriccheck.learn_paths`); None: only its candidates are known.
+    ``partial``: when the trace stopped part-way (probes died), the links the flow may use
+    beyond the last switch that answered: fewer candidates than the whole ECMP set.
     """
 
     src: str
     dst: str
     path: tuple[LinkKey, ...] | None = None
+    partial: tuple[LinkKey, ...] | None = None
 
 
 @dataclass(frozen=True)

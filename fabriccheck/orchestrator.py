@@ -78,7 +78,7 @@ def run(
     ctx = RunContext(mode, tuple(nodes), view, spec, policy,
                      tuple(n for n in log_suspects if n in scope))
     planner = Planner(ctx)
-    learner = PathLearner.for_executor(view, executor)
+    learner = PathLearner.for_executor(view, executor, policy.seed)
     history, inf, end = _loop(ctx, planner, executor, progress, learner)
     result = build_result(mode, nodes, history, inf, view, policy, end)
     result.wall_seconds = time.monotonic() - t0
