@@ -7,7 +7,7 @@ healthy link is called bad or a node is drained. "learned" is the share of pinne
 whose path a same-5-tuple traceroute revealed (``path_learning`` in the run result); "traces"
 the traceroute tests per run.
 
-Run: ``python bench/bench_roce_links.py [--seeds N] [--topology NAME]``.
+Run: ``python bench/bench_roce_links.py [--seeds N] [--first-seed S] [--topology NAME]``.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def one_case(topo, seed: int, kind: str) -> dict:
             "min_set": min((len(s) for s in sets if truth in s), default=0)}
 
 
-def table(topo, seeds: int, kind: str) -> dict:
-    rows = [one_case(topo, s, kind) for s in range(seeds)]
+def table(topo, seeds: int, kind: str, first: int = 0) -> dict:
+    rows = [one_case(topo, s, kind) for s in range(first, first + seeds)]
     n = len(rows)
     named = sum(r["named"] for r in rows)
     hit = sum(r["named"] or r["set2"] for r in rows)
@@ -78,13 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--topology", default="roce-rail-64")
     ap.add_argument("--kinds", default="link_degraded,link_down")
+    ap.add_argument("--first-seed", type=int, default=0)
     args = ap.parse_args(argv)
     topo = load_topology(args.topology)
     cols = ("topology", "fault", "runs", "named", "named_or_set<=2", "hit_rate", "in_any_set",
             "wrong", "rounds", "learned", "traces", "cpu_s")
     print(" | ".join(cols))
     for kind in args.kinds.split(","):
-        row = table(topo, args.seeds, kind)
+        row = table(topo, args.seeds, kind, args.first_seed)
         print(" | ".join(f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c])
                          for c in cols))
     return 0

@@ -118,6 +118,8 @@ class PathLearner:
         self.seed = seed
         self.hop_names = dict(hop_names)
         self.cache: dict[FlowKey, Learned | None] = {}
+        #: runs the traceroute tests (None: the executor given to :meth:`learn`)
+        self.tracer: Any = None
         self.stats = PathStats()
 
     @classmethod
@@ -126,9 +128,16 @@ class PathLearner:
         """A learner when the fabric is RoCE and the executor can name traceroute hops."""
         if view.topology.fabric != "roce":
             return None
-        names = getattr(executor, "hop_names", None)
+        inner = executor
+        while getattr(inner, "inner", None) is not None:  # recording / idle-guard wrappers
+            inner = inner.inner
+        names = getattr(inner, "hop_names", None)
         hops = dict(names()) if callable(names) else {}
-        return cls(view, hops, seed) if hops else None
+        if not hops:
+            return None
+        learner = cls(view, hops, seed)
+        learner.tracer = inner  # traces are path facts, not rounds: not recorded as one
+        return learner
 
     def _needs_path(self, flow: Flow) -> bool:
         """More than one equal-cost path (else the candidate set is already the path)."""
@@ -237,7 +246,7 @@ class PathLearner:
 
     def _trace(self, traces: Sequence[Test], executor: Any) -> None:
         if traces:
-            self.absorb(traces, executor.run_round(list(traces)))
+            self.absorb(traces, (self.tracer or executor).run_round(list(traces)))
             self.stats.traces += len(traces)
 
     def collisions(self, tests: Sequence[Test]) -> list[int]:
