@@ -229,15 +229,15 @@ def build_routers(plan: LabPlan) -> None:
 
 
 def router_routes(plan: LabPlan) -> None:
-    """Routed labs: (re)install every switch's ECMP routes (after links change state).
+    """Routed labs: replace every switch's routes with the plan's (after links change state).
 
-    A route whose next hops are all behind down links cannot be installed; with a link down
-    that is expected (the fabric routes around it), otherwise it is an error.
+    Only the routes the lab added (``proto boot``) are flushed; connected ones stay. The plan's
+    routes avoid down links, so every next hop is reachable.
     """
-    degraded = any(t.down for t in plan.trunks)
     for r in plan.routers:
+        sh(["ip", "-n", r.netns, "route", "flush", "proto", "boot"], check=False)
         for route in r.routes:
-            sh(route_argv(r.netns, route), check=not degraded)
+            sh(route_argv(r.netns, route))
 
 
 FLAP_TAG = "fclab-flap"

@@ -238,7 +238,8 @@ def _routed(plan: LabPlan, topo: Topology) -> LabPlan:
         addrs[t.b].append((t.port_b, f"{ip_b}/31"))
         port_netns[t.port_a], port_netns[t.port_b] = sw_ns[t.a], sw_ns[t.b]
         trunks.append(replace(t, ip_a=ip_a, ip_b=ip_b))
-    routes = routed.plan_routes(topo, {t.link: (t.ip_a, t.ip_b) for t in trunks})
+    routes = routed.plan_routes(topo, {t.link: (t.ip_a, t.ip_b) for t in trunks},
+                                frozenset(t.link for t in trunks if t.down))
     routers = tuple(
         routed.RouterPlan(name=sw, netns=sw_ns[sw], addresses=tuple(addrs[sw]),
                           routes=routes[sw])

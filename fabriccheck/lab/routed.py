@@ -12,7 +12,9 @@ Chosen by ``lab: {mode: routed}`` in the topology file. Layout of a routed lab n
   on ``10.200.<k // 128>.<2 (k % 128)>/31``;
 - on every switch, a route to each leaf's host block ``10.<j+1>.0.0/16`` through every
   neighbour on a shortest switch path to that leaf: ``nexthop via A nexthop via B`` on a leaf
-  with two spines, so a flow's spine is chosen by the hash of its 5-tuple.
+  with two spines, so a flow's spine is chosen by the hash of its 5-tuple. Routes are computed
+  without the links that are down (as a routing protocol would converge), and reinstalled
+  whenever faults change.
 
 Rates and faults are as in the bridged lab: tbf on both ends of every link.
 """
@@ -87,11 +89,11 @@ def leaf_numbers(topo: Topology) -> dict[str, int]:
     return {leaf: j for j, leaf in enumerate(leaves)}
 
 
-def switch_graph(topo: Topology) -> dict[str, set[str]]:
-    """Switch -> neighbouring switches."""
+def switch_graph(topo: Topology, down: frozenset[LinkKey] = frozenset()) -> dict[str, set[str]]:
+    """Switch -> neighbouring switches (over links that are not ``down``)."""
     adj: dict[str, set[str]] = {sw: set() for sw in topo.switches}
-    for lk in topo.links.values():
-        if lk.a in topo.switches and lk.b in topo.switches:
+    for key, lk in topo.links.items():
+        if lk.a in topo.switches and lk.b in topo.switches and key not in down:
             adj[lk.a].add(lk.b)
             adj[lk.b].add(lk.a)
     return adj
@@ -112,13 +114,16 @@ def _distances(adj: dict[str, set[str]], source: str) -> dict[str, int]:
 
 
 def plan_routes(
-    topo: Topology, trunk_ends: dict[LinkKey, tuple[str, str]]
+    topo: Topology, trunk_ends: dict[LinkKey, tuple[str, str]],
+    down: frozenset[LinkKey] = frozenset(),
 ) -> dict[str, tuple[Route, ...]]:
     """Switch -> its routes to every other leaf's block (ECMP over shortest switch paths).
 
     ``trunk_ends`` maps a switch link to its (a, b) addresses. A leaf's own block is connected.
+    Links in ``down`` carry no route: the routes are what a routing protocol converges to once
+    it withdrew them (a spine that lost its link to a leaf no longer offers that leaf's block).
     """
-    adj = switch_graph(topo)
+    adj = switch_graph(topo, down)
     leaves = leaf_numbers(topo)
     addr_of: dict[tuple[str, str], str] = {}  # (switch, neighbour) -> neighbour's address
     for (a, b), (ip_a, ip_b) in trunk_ends.items():

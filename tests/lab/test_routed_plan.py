@@ -60,6 +60,15 @@ def test_faults_shape_the_routed_links(ecmp4) -> None:
     assert trunk[("leaf-1", "spine-1")].rate_mbit == 250
     assert trunk[("leaf-2", "spine-2")].down and not trunk[("leaf-1", "spine-2")].down
     assert all(t.ip_a and t.ip_b for t in plan.trunks)
+    # routes as a routing protocol converges: leaf-2 lost its spine-2 link, so it reaches
+    # leaf-1 over spine-1 alone
+    names = plan.hop_names()
+    leaf2 = next(r for r in plan.routers if r.name == "leaf-2")
+    (to_leaf1,) = leaf2.routes
+    assert [names[h] for h in to_leaf1.nexthops] == ["spine-1"]
+    leaf1 = next(r for r in plan.routers if r.name == "leaf-1")
+    (to_leaf2,) = leaf1.routes  # spine-2 no longer offers leaf-2's block one hop away
+    assert [names[h] for h in to_leaf2.nexthops] == ["spine-1"]
 
 
 def test_refuses_what_it_cannot_build(ecmp4) -> None:
