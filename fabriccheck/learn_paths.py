@@ -32,14 +32,12 @@ from typing import Any
 
 from fabriccheck.errors import ParseError
 from fabriccheck.models import Flow, LinkKey, ProbeParams, RawResult, Test, link_key
-from fabriccheck.planning.pinning import pinned_ports
+from fabriccheck.planning.pinning import PINNABLE, pinned_ports
 from fabriccheck.probes.traceroute import TraceResult, parse_traceroute, path_links
 from fabriccheck.topology.view import FabricView
 
 TRACE_PROBE = "traceroute"
 TRACE_TIMEOUT_S = 30.0
-#: probes whose one flow can be pinned by its ports
-PINNABLE = ("iperf3", "ib_write_bw")
 
 FlowKey = tuple[str, str, int, int]  # src, dst, sport, dport
 
@@ -159,8 +157,8 @@ class PathLearner:
     def absorb(self, traces: Sequence[Test], raws: Sequence[RawResult]) -> None:
         """Read the traceroute outputs of ``traces`` into the cache (pure)."""
         for t, raw in zip(traces, raws, strict=True):
-            key = pinned_key(replace(t, probe=PINNABLE[0]))
-            assert key is not None
+            f = t.flows[0]
+            key = (f.src, f.dst, int(t.params.sport or 0), int(t.params.dport or 0))
             self.stats.pinned_flows += 1
             got, why = self._links(t.flows[0], raw)
             self.cache[key] = got
