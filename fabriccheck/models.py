@@ -131,10 +131,18 @@ def nic_node(endpoint: str) -> str:
 
 @dataclass(frozen=True)
 class Flow:
-    """Traffic one test sends from one NIC endpoint to another (``node/nic`` on both sides)."""
+    """Traffic one test sends from one NIC endpoint to another (``node/nic`` on both sides).
+
+    ``path``: the switch-to-switch links this exact flow takes, when learned (a traceroute on
+    its own 5-tuple, see :mod:`fabriccheck.learn_paths`); None: only its candidates are known.
+    ``partial``: when the trace stopped part-way (probes died), the links the flow may use
+    beyond the last switch that answered: fewer candidates than the whole ECMP set.
+    """
 
     src: str
     dst: str
+    path: tuple[LinkKey, ...] | None = None
+    partial: tuple[LinkKey, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +166,10 @@ class ProbeParams(Mapping):
     streams: int | None = None
     gpus_per_node: int | None = None
     collective: str | None = None
+    #: a pinned 5-tuple (RoCE/ECMP): the flow's source and destination port (iperf3 ``--cport``
+    #: and ``-p``; a traceroute with the same ports learns its path)
+    sport: int | None = None
+    dport: int | None = None
     # why the test exists (follow-ups): the planner's and inference's bookkeeping
     retest_of: str | None = None  # a failing test id retested on the same route
     probe_of: str | None = None  # the link ("a -- b") a localization probe crosses

@@ -24,6 +24,7 @@ from fabriccheck.inference.signals import (
     merge_signal_verdicts,
 )
 from fabriccheck.inference.verdicts import RunEnd, build_result
+from fabriccheck.learn_paths import PathLearner
 from fabriccheck.models import Probe, RawResult, RunResult, Test
 from fabriccheck.planning.planner import (
     FINISHED,
@@ -85,13 +86,16 @@ def run(
     ctx = RunContext(mode, tuple(nodes), view, spec, policy,
                      tuple(n for n in log_suspects if n in scope), signals)
     planner = Planner(ctx)
-    history, inf, end, sig = _loop(ctx, planner, executor, progress)
+    learner = PathLearner.for_executor(view, executor, policy.seed)
+    history, inf, end, sig = _loop(ctx, planner, executor, progress, learner)
     result = build_result(mode, nodes, history, inf, view, policy, end)
     if planner.ladder.steps or planner.ladder.skipped:
         result.extra["ladder"] = planner.ladder.info()
         result.extra["ladder"]["scale_suspects"] = planner.open_suspects()
     add_signal_results(result, sig, history, skipped)
     result.wall_seconds = time.monotonic() - t0
+    if learner is not None and learner.stats.pinned_flows:
+        result.extra["path_learning"] = learner.stats.to_json()
     return result
 
 
@@ -136,7 +140,8 @@ def _infer(ctx: RunContext, history: RunHistory, last: SignalState | None = None
     return merge_signal_verdicts(infer(history.observations, ctx.view), sig), sig
 
 
-def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: ProgressFn | None
+def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: ProgressFn | None,
+          learner: PathLearner | None = None
           ) -> tuple[RunHistory, Inference, RunEnd, SignalState]:
     """Plan → budget check → execute → judge → record → attribute → absorb, until finished."""
     history, verdict_rounds = RunHistory(), {}
@@ -148,7 +153,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
             budget_hit = True
             stop_reason = f"budget of {ctx.policy.budget_s:g} s test time used up"
             break
-        history = history.with_round(_execute(ctx, executor, plan, history))
+        history = history.with_round(_execute(ctx, executor, plan, history, learner))
         inf, sig = _infer(ctx, history, sig)
         _note_verdict_rounds(inf, history.round_count, verdict_rounds)
         planner.absorb(history, inf)
@@ -174,9 +179,11 @@ def _budget_allows(policy: SweepPolicy, history: RunHistory, plan: RoundPlan) ->
     return not (left <= 0 or need <= 0 or left < policy.duration_s + PAIR_SETUP_S)
 
 
-def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunHistory
-             ) -> RoundRecord:
-    tests, raws, seconds = run_waves(executor, plan.tests)
+def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunHistory,
+             learner: PathLearner | None = None) -> RoundRecord:
+    # pinned RoCE flows: learn their paths first (a traceroute on each flow's 5-tuple)
+    planned = learner.learn(plan.tests, executor) if learner else plan.tests
+    tests, raws, seconds = run_waves(executor, planned)
     is_sig = [t.probe == Probe.SIGNAL for t in tests]
     traffic = [(t, r) for t, r, s in zip(tests, raws, is_sig, strict=True) if not s]
     obs, warnings = judge_round([t for t, _ in traffic], [r for _, r in traffic], ctx.spec,

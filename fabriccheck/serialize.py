@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from fabriccheck.models import Flow, Observation, RawResult, RunResult, Test, Verdict
+from fabriccheck.models import Flow, Observation, RawResult, RunResult, Test, Verdict, link_key
 
 
 def test_to_dict(test: Test) -> dict[str, Any]:
@@ -18,7 +18,7 @@ def test_to_dict(test: Test) -> dict[str, Any]:
         "test_id": test.test_id,
         "probe": test.probe,
         "nodes": list(test.nodes),
-        "flows": [[f.src, f.dst] for f in test.flows],
+        "flows": [_flow_to_list(f) for f in test.flows],
         "round": test.round,
         "purpose": test.purpose,
         "timeout_s": test.timeout_s,
@@ -26,12 +26,25 @@ def test_to_dict(test: Test) -> dict[str, Any]:
     }
 
 
+def _flow_to_list(f: Flow) -> list[Any]:
+    """``[src, dst]``, plus ``[[a, b], ...]`` (its learned switch links) when the path is known."""
+    if f.path is None:
+        return [f.src, f.dst]
+    return [f.src, f.dst, [[lk[0], lk[1]] for lk in f.path]]
+
+
+def _flow_from_list(f: list[Any]) -> Flow:
+    if len(f) > 2:
+        return Flow(f[0], f[1], tuple(link_key(a, b) for a, b in f[2]))
+    return Flow(f[0], f[1])
+
+
 def test_from_dict(d: dict[str, Any]) -> Test:
     return Test(
         test_id=d["test_id"],
         probe=d["probe"],
         nodes=tuple(d["nodes"]),
-        flows=tuple(Flow(a, b) for a, b in d.get("flows", [])),
+        flows=tuple(_flow_from_list(f) for f in d.get("flows", [])),
         round=d.get("round", 0),
         purpose=d.get("purpose", "sweep"),
         timeout_s=d.get("timeout_s", 120.0),

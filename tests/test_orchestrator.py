@@ -174,7 +174,10 @@ def test_1024_nodes_fault_mix(fabric_kind):
                            glitch=0.02)
     res, fs = sweep(topo, faults, seed=5)
     check(res, fs, topo)
-    assert max(res.extra["verdict_rounds"].values()) <= 4
+    rounds = res.extra["verdict_rounds"]
+    assert max(r for name, r in rounds.items() if " -- " not in name) <= 4  # devices
+    # links (RoCE too, since pinned flows have learned paths): a verdict within 5 rounds
+    assert max((r for name, r in rounds.items() if " -- " in name), default=0) <= 5
     if fabric_kind == "infiniband":  # 32 groups x 32 spines: every link separable, so exact
         assert {link_key(*lk) for lk in res.bad_links} == {link_key(*lk) for lk in fs.bad_links()}
 

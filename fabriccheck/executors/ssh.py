@@ -338,6 +338,10 @@ class SSHExecutor:
     def run_round(self, tests: Sequence[Test]) -> list[RawResult]:
         return run_tests(self.runner, tests, self.launch_for, max_parallel=self.max_parallel)
 
+    def hop_names(self) -> dict[str, str]:
+        """Router interface address -> switch (the inventory's ``hops:``; {} when not given)."""
+        return dict(self.inventory.hops)
+
     def close(self) -> None:
         self.runner.close()
 

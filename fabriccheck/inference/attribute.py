@@ -551,9 +551,20 @@ def _roce_collisions(fails: list[Observation], view: FabricView, tol: float = 0.
         for o in group:
             cap = (1 + tol) * o.expected  # type: ignore[operator]
             if o.test.test_id not in slow_end and any(
-                    p is not o and o.value + p.value <= cap for p in group):  # type: ignore[operator]
+                    p is not o and o.value + p.value <= cap  # type: ignore[operator]
+                    and _may_share(o, p, view) for p in group):
                 out.add(o.test.test_id)
     return out
+
+
+def _may_share(o: Observation, p: Observation, view: FabricView) -> bool:
+    """Two tests may have shared a link: unless both flows' paths were learned (pinned RoCE
+    flows, a traceroute on their 5-tuple) and share no directed switch hop."""
+    ho = [view.learned_hops(f) for f in o.test.flows]
+    hp = [view.learned_hops(f) for f in p.test.flows]
+    if any(h is None for h in ho + hp):
+        return True
+    return bool(frozenset().union(*ho) & frozenset().union(*hp))
 
 
 def _shared_leaf_end(fails: list[Observation], view: FabricView) -> set[str]:
@@ -561,10 +572,11 @@ def _shared_leaf_end(fails: list[Observation], view: FabricView) -> set[str]:
     another failing test of their round: they may have hashed onto one link. A tool failure
     (no number) is not contention: it is never in the set and does not put others in it."""
     att = view.topology.attachment
-    ends: dict[tuple[int, str, str], set[str]] = defaultdict(set)
+    ends: dict[tuple[int, str, str], list[Observation]] = defaultdict(list)
     for o in fails:
         if o.value is None:
             continue
         for leaf, way in _leaf_ends(o, att):
-            ends[(o.test.round, leaf, way)].add(o.test.test_id)
-    return {t for ids in ends.values() if len(ids) >= 2 for t in ids}
+            ends[(o.test.round, leaf, way)].append(o)
+    return {o.test.test_id for group in ends.values() if len(group) >= 2 for o in group
+            if any(p is not o and _may_share(o, p, view) for p in group)}

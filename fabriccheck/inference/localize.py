@@ -83,7 +83,7 @@ def describe_links(cands: Sequence[LinkKey]) -> str:
 
 def localize_links(
     link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]], *, ib: bool,
-    min_probe_pairs: int = 2,
+    min_probe_pairs: int = 2, specific_max: int = 4,
 ) -> list[LinkGroup]:
     """Group failing observations by the links that could explain them.
 
@@ -97,6 +97,9 @@ def localize_links(
         candidate set of one link with two independent failures is called bad.
     min_probe_pairs
         Failing localization probes (distinct fresh node pairs) a single link needs to be bad.
+    specific_max
+        RoCE: failures with at most this many candidate links (a learned path) are grouped
+        first; the others only form groups of their own when no chosen set explains them.
 
     Returns
     -------
@@ -122,7 +125,29 @@ def localize_links(
     for i, (_, links) in enumerate(link_obs):
         for lk in links:
             covers[lk].add(i)
-    left = {i for i, (_, links) in enumerate(link_obs) if links}
+    # specific failures (a known path: a route, a learned ECMP path) are explained first; a
+    # failure with many candidates (an unlearned ECMP flow) that a chosen set already explains
+    # is left there, so it cannot narrow a set the specific failures could not split
+    # (RoCE only: on InfiniBand every failure has its routes, and one pass is the rule)
+    bound = float("inf") if ib else specific_max
+    specific = {i for i, (_, links) in enumerate(link_obs) if 0 < len(links) <= bound}
+    vague = {i for i, (_, links) in enumerate(link_obs) if len(links) > bound}
+    out: list[LinkGroup] = []
+    chosen: set[LinkKey] = set()
+    for left in (specific, vague):
+        if left is vague:
+            left = {i for i in left if not chosen & set(link_obs[i][1])} if specific else left
+        out += _greedy_groups(link_obs, covers, left, chosen, ib, min_probe_pairs)
+    return out
+
+
+def _greedy_groups(
+    link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]], covers: dict[LinkKey, set[int]],
+    left: set[int], chosen: set[LinkKey], ib: bool, min_probe_pairs: int,
+) -> list[LinkGroup]:
+    """Greedy groups over the failures ``left`` (see :func:`localize_links`); adds the chosen
+    candidates to ``chosen``."""
+    covers = {lk: s & left for lk, s in covers.items() if s & left}
     out: list[LinkGroup] = []
     gots: list[set[int]] = []
     while left:
@@ -131,6 +156,7 @@ def localize_links(
         if not got:
             break
         cands = tuple(sorted(lk for lk, s in covers.items() if got <= s))
+        chosen.update(cands)
         obs = [link_obs[i][0] for i in sorted(got)]
         pairs = {frozenset(o.test.nodes) for o in obs}
         # a probe pins a link only when that link is the one uncleared link on its path:

@@ -22,6 +22,9 @@ The format (YAML; documented in docs/ssh.md and docs/lab.md)::
         nics:                        # data-plane NICs: name -> ip (and rail)
           eth0: {ip: 192.168.100.1, rail: 0}
 
+    hops:                            # optional (RoCE/ECMP): router interface address -> switch
+      10.200.0.1: spine-1            # maps traceroute hops to switches (learned flow paths)
+
 ``nics`` may also be written as ``{eth0: 192.168.100.1}`` (rail = position in the mapping).
 """
 
@@ -75,6 +78,8 @@ class Inventory:
     probe_options: Mapping[str, Any] = field(default_factory=dict)
     name: str = ""
     source: str = ""
+    #: router interface address -> switch (``hops:``): maps traceroute hops to switches
+    hops: Mapping[str, str] = field(default_factory=dict)
 
     def host(self, name: str) -> HostEntry:
         try:
@@ -136,6 +141,7 @@ def inventory_from_dict(
         probe_options=model.probes.model_dump(exclude_unset=True),
         name=model.name,
         source=source,
+        hops=dict(model.hops),
     )
 
 

@@ -28,6 +28,7 @@ from fabriccheck.faults import FaultSet, load_faults
 from fabriccheck.lab import netns, sshd
 from fabriccheck.lab.plan import LabPlan, check_name, plan_lab
 from fabriccheck.topology.load import load_topology
+from fabriccheck.topology.model import Topology
 
 REGISTRY = Path("/run/fabriccheck-lab")
 
@@ -89,6 +90,7 @@ def _write_client_files(d: Path, plan: LabPlan, host_pubs: dict[str, str]) -> Pa
                 "connect_timeout_s": 3},
         "python": "python3",
         "lab": {"name": plan.name, "gateway": plan.gateway_ip},
+        **({"hops": plan.hop_names()} if plan.mode == "routed" else {}),
         "hosts": {
             h.name: {"address": h.mgmt_ip, "netns": h.netns,
                      "nics": {n.name: {"ip": n.ip, "rail": n.rail} for n in h.nics}}
@@ -150,7 +152,7 @@ def up(
     """
     require_root()
     check_name(name)
-    topo = load_topology(topology, require_tree=True)
+    topo = _load(topology)
     fault_set = _faults(faults)
     d = Path(directory) if directory else default_dir(name)
     if d.exists() and any(d.iterdir()) and not (d / "state.json").exists():
@@ -180,9 +182,14 @@ def up(
             pubs[h.name] = sshd.write_key(d / "hosts" / h.name / "ssh_host_ed25519_key", h.name)
         inventory = _write_client_files(d, plan, pubs)
         sshd.write_hang_bin(d)
-        netns.build_switches(plan)
+        if plan.mode == "routed":
+            netns.build_routers(plan)
+        else:
+            netns.build_switches(plan)
         for h in plan.hosts:
             netns.build_host(plan, h)
+        if plan.mode == "routed":
+            netns.router_routes(plan)
         netns.start_flappers(plan)
         pids = {h.name: sshd.start_sshd(d, h) for h in plan.hosts if h.sshd}
     except BaseException:
@@ -212,8 +219,16 @@ def _info(plan: LabPlan, d: Path, inventory: Path, pids: dict[str, int]) -> LabI
     )
 
 
+def _load(topology: str | Path) -> Topology:
+    """The topology of a lab: a tree for a bridged lab (bridges would loop), any for routed."""
+    topo = load_topology(topology)
+    if topo.lab_mode == "bridged":
+        topo = load_topology(topology, require_tree=True)
+    return topo
+
+
 def _plan_from_state(state: dict[str, Any], fault_set: FaultSet) -> LabPlan:
-    topo = load_topology(state["topology"], require_tree=True)
+    topo = _load(state["topology"])
     return plan_lab(topo, fault_set, name=state["name"], mgmt_octet=state["mgmt_octet"],
                     rate_scale=state["rate_scale"])
 
@@ -229,17 +244,19 @@ def apply_faults(name: str, faults: str | Path | FaultSet | None) -> LabInfo:
     netns.stop_flappers(old)
     for t in plan.trunks:
         for port in (t.port_a, t.port_b):
-            netns.sh(netns._tbf(plan.switch_ns, port, t.rate_mbit))
-            netns.sh(["ip", "-n", plan.switch_ns, "link", "set", port,
+            netns.sh(netns._tbf(plan.port_ns(port), port, t.rate_mbit))
+            netns.sh(["ip", "-n", plan.port_ns(port), "link", "set", port,
                       "down" if t.down else "up"])
     pids = dict(state.get("sshd_pids") or {})
     for h, h_old in zip(plan.hosts, old.hosts, strict=True):
         for nic in h.nics:
-            netns.sh(netns._tbf(plan.switch_ns, nic.port, nic.port_rate_mbit))
-            netns.sh(["ip", "-n", plan.switch_ns, "link", "set", nic.port,
+            netns.sh(netns._tbf(plan.port_ns(nic.port), nic.port, nic.port_rate_mbit))
+            netns.sh(["ip", "-n", plan.port_ns(nic.port), "link", "set", nic.port,
                       "down" if nic.link_down else "up"])
             netns.sh(netns._tbf(h.netns, nic.name, nic.rate_mbit))
             netns.sh(["ip", "-n", h.netns, "link", "set", nic.name, "down" if nic.down else "up"])
+        if plan.mode == "routed":
+            netns.host_routes(h)  # a link that was down took its routes with it
         if (h.sshd, h.hang) != (h_old.sshd, h_old.hang) or (h.sshd and h.name not in pids):
             sshd.stop_sshd(d, h)
             # open sessions too: their sshd children keep the old PATH and would stay reachable
@@ -247,6 +264,8 @@ def apply_faults(name: str, faults: str | Path | FaultSet | None) -> LabInfo:
             pids.pop(h.name, None)
             if h.sshd:
                 pids[h.name] = sshd.start_sshd(d, h)
+    if plan.mode == "routed":
+        netns.router_routes(plan)
     netns.start_flappers(plan)
     state.update(sshd_pids=pids, faults=_faults_to_dict(fault_set))
     _save_state(d, state)

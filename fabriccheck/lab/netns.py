@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from fabriccheck.errors import ExecutorError
 from fabriccheck.lab.plan import HostPlan, LabPlan, ns_prefix, root_prefix
+from fabriccheck.lab.routed import HOST_ROUTE, route_argv
 
 
 def sh(argv: Sequence[str], *, check: bool = True, timeout_s: float = 30.0) -> str:
@@ -140,7 +141,7 @@ def build_mgmt(plan: LabPlan) -> None:
 
 
 def build_host(plan: LabPlan, host: HostPlan) -> None:
-    ns, sw = host.netns, plan.switch_ns
+    ns = host.netns
     sh(["ip", "netns", "add", ns])
     sh(["ip", "-n", ns, "link", "set", "lo", "up"])
     _sysctls(ns)
@@ -153,14 +154,90 @@ def build_host(plan: LabPlan, host: HostPlan) -> None:
     sh(["ip", "-n", ns, "link", "set", "mgmt0", "up"])
     # data NICs: <nic> in the host <-> h<i>r<rail> on the switch's bridge
     for nic in host.nics:
+        sw = plan.port_ns(nic.port)
         sh(["ip", "-n", sw, "link", "add", nic.port, "type", "veth", "peer", "name", nic.name,
             "netns", ns])
-        sh(["ip", "-n", sw, "link", "set", nic.port, "master", plan.bridges[nic.switch]])
+        if plan.mode == "routed":
+            sh(["ip", "-n", sw, "addr", "add", f"{nic.gateway}/{nic.prefix}", "dev", nic.port])
+        else:
+            sh(["ip", "-n", sw, "link", "set", nic.port, "master", plan.bridges[nic.switch]])
         sh(_tbf(sw, nic.port, nic.port_rate_mbit))
         sh(["ip", "-n", sw, "link", "set", nic.port, "down" if nic.link_down else "up"])
-        sh(["ip", "-n", ns, "addr", "add", f"{nic.ip}/24", "dev", nic.name])
+        sh(["ip", "-n", ns, "addr", "add", f"{nic.ip}/{nic.prefix}", "dev", nic.name])
         sh(_tbf(ns, nic.name, nic.rate_mbit))
         sh(["ip", "-n", ns, "link", "set", nic.name, "down" if nic.down else "up"])
+    host_routes(host)
+
+
+def host_routes(host: HostPlan) -> None:
+    """Routed labs: the host reaches every leaf block through its leaf (skipped while down)."""
+    for nic in host.nics:
+        if nic.gateway and not (nic.down or nic.link_down):
+            sh(["ip", "-n", host.netns, "route", "replace", HOST_ROUTE, "via", nic.gateway,
+                "dev", nic.name])
+
+
+#: a router forwards, answers traceroute from the inbound interface without rate limits, and
+#: does not route over a link whose peer is down
+ROUTER_SYSCTLS = (
+    ("net.ipv4.ip_forward", "1"),
+    ("net.ipv4.icmp_errors_use_inbound_ifaddr", "1"),
+    ("net.ipv4.icmp_ratelimit", "0"),
+    ("net.ipv4.conf.all.rp_filter", "0"),
+    ("net.ipv4.conf.default.rp_filter", "0"),
+    ("net.ipv4.conf.all.ignore_routes_with_linkdown", "1"),
+    ("net.ipv4.conf.default.ignore_routes_with_linkdown", "1"),
+)
+
+
+#: source and destination address, protocol, source and destination port (policy 3 fields)
+HASH_FIELDS_5TUPLE = "0x0037"
+
+
+def multipath_hash_sysctls() -> tuple[tuple[str, str], ...]:
+    """Layer-4 (5-tuple) ECMP hashing that holds on veths.
+
+    Policy 1 (``fib_multipath_hash_policy=1``) is layer-4 hashing, but on a forwarded packet it
+    reuses a hash the packet already carries: a TCP sender's random per-socket hash crosses a
+    veth unchanged, so a flow's path would not follow its 5-tuple (a real wire carries no such
+    hash). Policy 3 with the 5-tuple as its fields (Linux >= 5.18) always hashes the headers;
+    older kernels get policy 1.
+    """
+    if os.path.exists("/proc/sys/net/ipv4/fib_multipath_hash_fields"):
+        return (("net.ipv4.fib_multipath_hash_fields", HASH_FIELDS_5TUPLE),
+                ("net.ipv4.fib_multipath_hash_policy", "3"))
+    return (("net.ipv4.fib_multipath_hash_policy", "1"),)
+
+
+def build_routers(plan: LabPlan) -> None:
+    """Routed labs: one namespace per switch, its trunk veths with /31s and tbf (no routes yet)."""
+    for r in plan.routers:
+        sh(["ip", "netns", "add", r.netns])
+        sh(["ip", "-n", r.netns, "link", "set", "lo", "up"])
+        _sysctls(r.netns)
+        for key, val in ROUTER_SYSCTLS + multipath_hash_sysctls():
+            sh(["ip", "netns", "exec", r.netns, "sysctl", "-q", "-w", f"{key}={val}"])
+    addr = {port: a for r in plan.routers for port, a in r.addresses}
+    for t in plan.trunks:
+        ns_a, ns_b = plan.port_ns(t.port_a), plan.port_ns(t.port_b)
+        sh(["ip", "-n", ns_a, "link", "add", t.port_a, "type", "veth", "peer", "name", t.port_b,
+            "netns", ns_b])
+        for ns, port in ((ns_a, t.port_a), (ns_b, t.port_b)):
+            sh(["ip", "-n", ns, "addr", "add", addr[port], "dev", port])
+            sh(_tbf(ns, port, t.rate_mbit))
+            sh(["ip", "-n", ns, "link", "set", port, "down" if t.down else "up"])
+
+
+def router_routes(plan: LabPlan) -> None:
+    """Routed labs: replace every switch's routes with the plan's (after links change state).
+
+    Only the routes the lab added (``proto boot``) are flushed; connected ones stay. The plan's
+    routes avoid down links, so every next hop is reachable.
+    """
+    for r in plan.routers:
+        sh(["ip", "-n", r.netns, "route", "flush", "proto", "boot"], check=False)
+        for route in r.routes:
+            sh(route_argv(r.netns, route))
 
 
 FLAP_TAG = "fclab-flap"
@@ -176,7 +253,7 @@ def start_flappers(plan: LabPlan) -> None:
     """One background loop per flapping link, in the switch namespace (``down`` kills them)."""
     for port, probability in plan.flapping:
         subprocess.Popen(
-            ["ip", "netns", "exec", plan.switch_ns, "sh", "-c", _FLAP, FLAP_TAG, port,
+            ["ip", "netns", "exec", plan.port_ns(port), "sh", "-c", _FLAP, FLAP_TAG, port,
              str(int(round(probability * 1000)))],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -185,7 +262,7 @@ def start_flappers(plan: LabPlan) -> None:
 
 def stop_flappers(plan: LabPlan) -> None:
     """Kill the flapping loops of the lab and bring their ports back up."""
-    for pid in netns_pids(plan.switch_ns):
+    for pid in (p for ns in plan.switch_namespaces() for p in netns_pids(ns)):
         try:
             cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
         except OSError:

@@ -20,10 +20,12 @@ down for a second with the fault's probability, ``node_unreachable`` starts no s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.faults import FaultSet
+from fabriccheck.lab import routed
+from fabriccheck.lab.routed import RouterPlan
 from fabriccheck.models import LinkKey, nic_node
 from fabriccheck.topology.model import Topology
 
@@ -56,6 +58,8 @@ class NicPlan:
     port_rate_mbit: float  # switch -> host (tbf on the switch port)
     down: bool = False  # the NIC itself is down (nic_down)
     link_down: bool = False  # the cable is down (link_down on the NIC's link)
+    prefix: int = 24  # routed labs: 31
+    gateway: str = ""  # routed labs: the leaf's address on this link
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ class TrunkPlan:
     port_b: str
     rate_mbit: float
     down: bool = False
+    ip_a: str = ""  # routed labs: the addresses of the two ends (/31)
+    ip_b: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,10 +101,26 @@ class LabPlan:
     rate_scale: float = 1.0
     #: (switch-namespace port, probability per second of a 1 s outage) per flapping link
     flapping: tuple[tuple[str, float], ...] = ()
+    mode: str = "bridged"  # or "routed" (see fabriccheck.lab.routed)
+    routers: tuple[RouterPlan, ...] = ()  # routed labs: one namespace per switch
+    #: routed labs: switch port -> the namespace it lives in (bridged: all in switch_ns)
+    port_netns: dict[str, str] = field(default_factory=dict)
 
     @property
     def gateway_ip(self) -> str:
         return f"{self.mgmt_net}.1"
+
+    def port_ns(self, port: str) -> str:
+        """The namespace of switch port ``port``."""
+        return self.port_netns.get(port, self.switch_ns)
+
+    def switch_namespaces(self) -> tuple[str, ...]:
+        """Every namespace holding switch ports."""
+        return tuple(r.netns for r in self.routers) or (self.switch_ns,)
+
+    def hop_names(self) -> dict[str, str]:
+        """Routed labs: every router interface address -> its switch (what traceroute shows)."""
+        return {addr.split("/")[0]: r.name for r in self.routers for _, addr in r.addresses}
 
     def host(self, name: str) -> HostPlan:
         return next(h for h in self.hosts if h.name == name)
@@ -174,12 +196,56 @@ def plan_lab(
         for i, node_name in enumerate(sorted(topo.nodes))
     ]  # fmt: skip
     trunks = _plan_trunks(topo, fx, rate_scale)
-    return LabPlan(
+    plan = LabPlan(
         name=name, topology=topo.name, mgmt_net=f"10.220.{mgmt_octet}",
         switch_ns=f"{ns_prefix(name)}.switches", mgmt_bridge=f"{root_prefix(name)}br",
         bridges=bridges, hosts=tuple(hosts), trunks=tuple(trunks), faults=tuple(fx.notes),
         rate_scale=rate_scale, flapping=_flapping_ports(hosts, trunks, fx.flaps),
     )
+    return _routed(plan, topo) if topo.lab_mode == "routed" else plan
+
+
+def _routed(plan: LabPlan, topo: Topology) -> LabPlan:
+    """The bridged plan made routed: a namespace per switch, /31 addresses, ECMP routes."""
+    routed.check_routable(topo)
+    if plan.flapping:
+        raise ConfigError("the routed lab cannot make link_flapping real (a downed port takes "
+                          "its routes with it)", field="faults",
+                          hint="use link_down or link_degraded, or a bridged lab")
+    leaves = routed.leaf_numbers(topo)
+    sw_ns = {sw: f"{ns_prefix(plan.name)}.sw{k}" for k, sw in enumerate(sorted(topo.switches))}
+    addrs: dict[str, list[tuple[str, str]]] = {sw: [] for sw in topo.switches}
+    port_netns: dict[str, str] = {}
+    ports_used: dict[str, int] = {}
+    hosts = []
+    for h in plan.hosts:
+        nics = []
+        for nic in h.nics:
+            k = ports_used.get(nic.switch, 0)
+            if k >= routed.MAX_PORTS:
+                raise ConfigError(f"{nic.switch} has more than {routed.MAX_PORTS} host ports",
+                                  source=topo.source or topo.name)
+            ports_used[nic.switch] = k + 1
+            gw, ip = routed.host_link_ips(leaves[nic.switch], k)
+            addrs[nic.switch].append((nic.port, f"{gw}/31"))
+            port_netns[nic.port] = sw_ns[nic.switch]
+            nics.append(replace(nic, ip=ip, prefix=31, gateway=gw))
+        hosts.append(replace(h, nics=tuple(nics)))
+    trunks = []
+    for k, t in enumerate(plan.trunks):
+        ip_a, ip_b = routed.trunk_ips(k)
+        addrs[t.a].append((t.port_a, f"{ip_a}/31"))
+        addrs[t.b].append((t.port_b, f"{ip_b}/31"))
+        port_netns[t.port_a], port_netns[t.port_b] = sw_ns[t.a], sw_ns[t.b]
+        trunks.append(replace(t, ip_a=ip_a, ip_b=ip_b))
+    routes = routed.plan_routes(topo, {t.link: (t.ip_a, t.ip_b) for t in trunks},
+                                frozenset(t.link for t in trunks if t.down))
+    routers = tuple(
+        routed.RouterPlan(name=sw, netns=sw_ns[sw], addresses=tuple(addrs[sw]),
+                          routes=routes[sw])
+        for sw in sorted(topo.switches))
+    return replace(plan, mode="routed", hosts=tuple(hosts), trunks=tuple(trunks),
+                   routers=routers, port_netns=port_netns, bridges={})
 
 
 def _fault_effects(topo: Topology, faults: FaultSet) -> _FaultEffects:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fabriccheck.models import Flow, ProbeParams, Purpose, Test
+from fabriccheck.planning.pinning import pinned_ports
 from fabriccheck.policy import PAIR_PROBES, SweepPolicy
 from fabriccheck.specs import TestSpec
 from fabriccheck.topology.view import FabricView
@@ -77,6 +78,9 @@ class RoundBuilder:
     ) -> Test | None:
         """A per-rail pair test (``ib_write_bw``/``iperf3``) client -> server on ``rail``.
 
+        On RoCE its 5-tuple is pinned (``sport``/``dport``, :mod:`.pinning`), so its ECMP path
+        can be learned.
+
         Returns None when either NIC is busy this round, or (``check_links``) when the flow
         would share a link with another cross-leaf flow of the round.
         """
@@ -89,8 +93,11 @@ class RoundBuilder:
                 client, server, rail):
             return None
         ps = self.spec.lookup(probe, 2)
+        test_id = self._id()
+        if self.view.fabric == "roce" and "sport" not in params:
+            params = {**pinned_ports(probe, test_id, self.policy.seed), **params}
         test = Test(
-            test_id=self._id(),
+            test_id=test_id,
             probe=probe,
             nodes=(client, server),
             flows=(Flow(src, dst),),

@@ -388,6 +388,50 @@ def plan_roce_batch(leaf_a: str, leaf_b: str, rail: int, b: RoundBuilder, good_n
     return made
 
 
+def plan_roce_link_probes(candidates: Sequence[LinkKey], b: RoundBuilder, good_nics: set[str],
+                          *, seed: int, per_link: int = 2) -> int:
+    """RoCE with learned paths: ``per_link`` flows per candidate link that may cross it.
+
+    Each flow runs between known-good NICs, one end on a leaf of the link (both directions
+    alternate) and the other on a leaf whose equal-cost paths include the link, tagged
+    ``probe_of`` with the link: the path learner (:mod:`fabriccheck.learn_paths`) then pins a
+    source port whose path crosses exactly that link (the switches' hash decides; the learner
+    draws ports until one does). Returns the number of tests planned.
+    """
+    view = b.view
+    att = view.topology.attachment
+    rng = random.Random(f"roce-link:{seed}:{b.round_no}")
+    by_rail: dict[int, list[str]] = {}
+    for n in sorted(good_nics):
+        if n in att:
+            by_rail.setdefault(view.topology.nics[n].rail, []).append(n)
+    made = 0
+    for link in candidates[:8]:
+        near = [n for n in sorted(good_nics) if att.get(n) in link]
+        rng.shuffle(near)
+        got = 0
+        for a in near:
+            if got >= per_link:
+                break
+            others = [o for o in by_rail.get(view.topology.nics[a].rail, [])
+                      if att[o] != att[a] and nic_node(o) != nic_node(a)]
+            rng.shuffle(others)
+            for o in others[:64]:
+                s, d = (a, o) if got % 2 == 0 else (o, a)
+                if not (b.nic_free(s, "tx") and b.nic_free(d, "rx")):
+                    continue
+                if link not in view.route_links(s, d):
+                    continue
+                t = b.add_flow(nic_node(s), nic_node(d), view.topology.nics[s].rail,
+                               "localize", check_links=False,
+                               probe_of=f"{link[0]} -- {link[1]}")
+                if t is not None:
+                    got += 1
+                    made += 1
+                    break
+    return made
+
+
 def plan_roce_sampling(b: RoundBuilder, good_nics: set[str], *, seed: int,
                        per_way: int = 2) -> int:
     """RoCE: one sampling batch per leaf pair of a leaf matching, on every rail.

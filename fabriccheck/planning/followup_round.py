@@ -19,6 +19,7 @@ from fabriccheck.planning.followup import (
     plan_nic_confirm,
     plan_node_confirm,
     plan_roce_batch,
+    plan_roce_link_probes,
     plan_roce_sampling,
 )
 from fabriccheck.planning.partnerless import plan_partnerless_nic
@@ -171,6 +172,7 @@ def _localize_roce(ctx: RunContext, history: RunHistory, inf: Inference, b: Roun
     failures (a link group short of two failures) and of failures set aside as possible
     contention, until two failures show (a candidate set), ``roce_probe_rounds`` at most."""
     pol = ctx.policy
+    _probe_learned_roce_links(ctx, inf, b, tries)
     want, seen = _roce_wanted(ctx, history, inf)
     if pol.roce_sample_flows and tries.get("roce:sampled", 0) < pol.roce_sample_rounds:
         _count(tries, "roce:sampled")  # every leaf pair of a matching, every rail
@@ -186,6 +188,19 @@ def _localize_roce(ctx: RunContext, history: RunHistory, inf: Inference, b: Roun
                            per_way=pol.roce_probe_flows):
             _count(tries, key)
             tries[key + ":seen"] = seen[(la, lb, rail)]
+
+
+def _probe_learned_roce_links(ctx: RunContext, inf: Inference, b: RoundBuilder,
+                              tries: dict[str, int], max_links: int = 4) -> None:
+    """RoCE: a candidate set of at most ``max_links`` links (learned paths make them small)
+    gets flows aimed at each of its links, twice at most per set: the path learner pins them
+    onto the link, so two failures from fresh pairs convict it, or passes clear it."""
+    for g in sorted(inf.links, key=lambda g: (len(g.candidates), -len(g.evidence))):
+        key = "roce-link:" + "|".join(f"{a}-{c}" for a, c in g.candidates)
+        if g.bad or len(g.candidates) > max_links or tries.get(key, 0) >= 2:
+            continue
+        if plan_roce_link_probes(g.candidates, b, inf.good_nics, seed=ctx.policy.seed):
+            _count(tries, key)
 
 
 def _roce_wanted(ctx: RunContext, history: RunHistory, inf: Inference

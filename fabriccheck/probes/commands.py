@@ -16,6 +16,15 @@ reference/tool-formats.md §1.8, §2.6 and §4 (Azure NHC):
   rails' interfaces); rank 0 prints an nccl-tests table, so the nccl-tests parser reads it.
 - ``signal``: ``sh -c <the signal's command>`` on the first node, placeholders filled and quoted
   (:mod:`fabriccheck.probes.signal_command`).
+- ``traceroute``: ``traceroute -n -q 1 -T|-U --sport=<sport> -p <dport> -s <src ip> <dst ip>`` on
+  the source host: the path of that exact 5-tuple (see :mod:`fabriccheck.probes.traceroute`).
+
+Pinned 5-tuples (``params.sport`` / ``params.dport``, ECMP fabrics): iperf3 gets ``--cport
+<sport>`` and ``-p <dport>``; ib_write_bw gets ``--flow_label=<sport & 0x3fff>`` for a sport in
+49152-65535, because a RoCEv2 NIC that honours the flow label derives the UDP source port from it
+(Linux ``rdma_flow_label_to_udp_sport``: ``(fl & 0x3fff) ^ (fl >> 14 & 0x3f) | 0xc000``), and
+RoCEv2's destination port is always 4791; NICs that ignore the flow label hash their own sport,
+and such a flow's path cannot be pinned (it keeps its candidate set).
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ NCCL_BINARIES = {
 }
 
 DEFAULT_PORT = 18515  # perftest's default TCP port; executors add the test's index in its round
+ROCE_UDP_PORT = 4791  # RoCEv2's destination UDP port
+ROCE_SPORT_MIN = 0xC000  # RoCEv2 source ports derived from a flow label lie in 49152-65535
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,8 @@ class CommandOptions:
     python: str = "python3"
     env: Mapping[str, str] = field(default_factory=dict)
     iperf3_duration_s: float = 5.0
+    traceroute: str = "traceroute"
+    traceroute_max_hops: int = 8
 
 
 def _ip(nic_ips: Mapping[str, str], endpoint: str, test: Test) -> str:
@@ -115,6 +128,7 @@ def iperf3_launch(
     src, dst = _pair(test, nic_ips)
     src_ip, dst_ip = _ip(nic_ips, src, test), _ip(nic_ips, dst, test)
     duration = float(test.params.get("duration_s", opts.iperf3_duration_s))
+    port = int(test.params.get("dport", port))
     server = HostCommand(
         host=nic_node(dst),
         argv=(opts.iperf3, "-s", "-1", "-B", dst_ip, "-p", str(port)),
@@ -127,6 +141,8 @@ def iperf3_launch(
                    "-t", _fmt(duration)]
     if int(test.params.get("streams", 1)) > 1:
         client_argv += ["-P", str(int(test.params["streams"]))]
+    if "sport" in test.params:
+        client_argv += ["--cport", str(int(test.params["sport"]))]
     client = HostCommand(host=nic_node(src), argv=tuple(client_argv), env=dict(opts.env))
     return ProbeLaunch(steps=(server, client), output_step=1)
 
@@ -148,6 +164,8 @@ def ib_write_bw_launch(
         common += ["-n", str(int(test.params["iters"]))]
     if opts.use_cuda is not None:
         common += [f"--use_cuda={opts.use_cuda}"]
+    if "sport" in test.params:
+        common += [f"--flow_label={flow_label_for_sport(int(test.params['sport']))}"]
     server = HostCommand(
         host=nic_node(dst),
         argv=(opts.ib_write_bw, "-d", _nic_name(dst), *common),
@@ -162,6 +180,48 @@ def ib_write_bw_launch(
         env=dict(opts.env),
     )
     return ProbeLaunch(steps=(server, client), output_step=1)
+
+
+def roce_udp_sport(flow_label: int) -> int:
+    """The RoCEv2 UDP source port a flow label gives (Linux ``rdma_flow_label_to_udp_sport``).
+
+    >>> roce_udp_sport(0), roce_udp_sport(0x1234), roce_udp_sport(0x4001)
+    (49152, 53812, 49152)
+    """
+    low, high = flow_label & 0x3FFF, flow_label & 0xFC000
+    return (low ^ (high >> 14)) | ROCE_SPORT_MIN
+
+
+def flow_label_for_sport(sport: int) -> int:
+    """A flow label whose RoCEv2 source port is ``sport`` (49152-65535).
+
+    >>> roce_udp_sport(flow_label_for_sport(53812))
+    53812
+    """
+    if not ROCE_SPORT_MIN <= sport <= 0xFFFF:
+        raise ConfigError(f"RoCEv2 source port {sport} is not in 49152-65535",
+                          field="params.sport", hint="pin RoCE flows to ports 49152-65535")
+    return sport & 0x3FFF
+
+
+def traceroute_launch(test: Test, nic_ips: Mapping[str, str], opts: CommandOptions
+                      ) -> ProbeLaunch:
+    """A traceroute on the 5-tuple of the test's flow (``params.sport``/``dport`` required).
+
+    TCP probes (``-T``) for an iperf3 flow, UDP (``-U``) to 4791 for RoCEv2 (``params.collective``
+    is not used; ``dport == 4791`` selects UDP). ``-q 1``: one probe per hop, so every hop is
+    hashed exactly like the flow.
+    """
+    src, dst = _pair(test, nic_ips)
+    if "sport" not in test.params or "dport" not in test.params:
+        raise ConfigError(f"test {test.test_id}: a traceroute needs params sport and dport",
+                          hint="pin the flow's 5-tuple first")
+    dport = int(test.params["dport"])
+    argv = (opts.traceroute, "-n", "-q", "1", "-w", "1", "-m", str(opts.traceroute_max_hops),
+            "-U" if dport == ROCE_UDP_PORT else "-T", f"--sport={int(test.params['sport'])}",
+            "-p", str(dport), "-s", _ip(nic_ips, src, test), _ip(nic_ips, dst, test))
+    return ProbeLaunch(steps=(HostCommand(host=nic_node(src), argv=argv, env=dict(opts.env)),),
+                       output_step=0)
 
 
 def _sizes(test: Test) -> tuple[int, int]:
@@ -281,5 +341,7 @@ def build_launch(
         from fabriccheck.probes.signal_command import signal_launch
 
         return signal_launch(test, nic_ips)
+    if test.probe == "traceroute":
+        return traceroute_launch(test, nic_ips, opts)
     raise ConfigError(f"test {test.test_id}: unknown probe {test.probe!r}",
-                      hint="use nccl, ib_write_bw, iperf3 or allreduce-cpu")
+                      hint="use nccl, ib_write_bw, iperf3, allreduce-cpu or traceroute")

@@ -65,6 +65,8 @@ class ProbeSettings(StrictModel):
     gid_index: int | None = Field(None, ge=0, description="perftest -x (RoCE v2); none on IB")
     use_cuda: int | None = Field(None, ge=0, description="GPU for ib_write_bw --use_cuda")
     iperf3_duration_s: Positive = Field(5.0, description="iperf3 -t")
+    traceroute: Name = Field("traceroute", description="the traceroute binary (RoCE paths)")
+    traceroute_max_hops: int = Field(8, ge=1, le=64, description="traceroute -m")
 
 
 class NicAddressModel(StrictModel):
@@ -126,6 +128,11 @@ class InventoryFile(StrictModel):
     probes: ProbeSettings = Field(default_factory=ProbeSettings, description="probe commands")
     hosts: dict[Name, HostModel] = Field(min_length=1, description="host name -> host")
     lab: LabInfo | None = Field(None, description="written by `fabriccheck lab up`")
+    hops: dict[Name, Name] = Field(
+        default_factory=dict,
+        description="router interface address -> switch name: maps traceroute hops to the "
+        "topology's switches, so RoCE flows' paths can be learned (a routed lab writes it)",
+    )
 
     @field_validator("hosts", mode="before")
     @classmethod

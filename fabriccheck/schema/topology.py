@@ -90,6 +90,16 @@ class LinkModel(StrictModel):
     b_port: Count | list[Count] | None = Field(None, description="port number(s) at end b")
 
 
+class LabOptions(StrictModel):
+    """How ``fabriccheck lab up`` builds this topology (ignored by everything else)."""
+
+    mode: Literal["bridged", "routed"] = Field(
+        "bridged",
+        description="bridged: switches are Linux bridges (a tree); routed: switches are routing "
+        "namespaces with ECMP and layer-4 hashing",
+    )
+
+
 class TopologyFile(StrictModel):
     """A topology file: explicit ``nodes``/``switches``/``links``, or a ``generator``."""
 
@@ -107,3 +117,4 @@ class TopologyFile(StrictModel):
     routes: str | list[str] | None = Field(
         None, description="InfiniBand forwarding tables (dump_lfts.sh / ibroute / ibdiagnet "
         ".fdbs output), relative to this file; without it routes follow the D-mod-K model")
+    lab: LabOptions | None = Field(None, description="how the namespace lab builds it")

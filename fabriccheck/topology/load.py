@@ -31,8 +31,9 @@ from fabriccheck.topology.model import FABRICS, TIERS, Link, Nic, Node, Switch, 
 
 TOP_FIELDS = (
     "name", "fabric", "spec", "gpus_per_node", "description", "generator", "nodes", "switches",
-    "links", "routes",
+    "links", "routes", "lab",
 )
+LAB_MODES = ("bridged", "routed")
 
 #: the repository's bundled topology files (editable install / source checkout)
 TOPOLOGY_DIR = Path(__file__).resolve().parents[1] / "_bundled" / "topologies"
@@ -104,6 +105,7 @@ def topology_from_dict(data: Any, *, source: str, require_tree: bool = False) ->
     name = top.str("name")
     fabric = top.str("fabric", choices=FABRICS)
     spec = top.str("spec") if top.has("spec") else None
+    lab_mode = _lab_mode(top)
     gpus = top.int("gpus_per_node", 8, minimum=0)
     if top.has("generator"):
         for key in ("nodes", "switches", "links"):
@@ -123,6 +125,7 @@ def topology_from_dict(data: Any, *, source: str, require_tree: bool = False) ->
     else:
         topo = _explicit(top, name, fabric, gpus)
     topo.spec, topo.gpus_per_node, topo.source = spec, gpus, source
+    topo.lab_mode = lab_mode
     check_structure(topo, source=source, require_tree=require_tree)
     if top.has("routes"):
         _attach(top, topo)
@@ -143,6 +146,14 @@ def _attach(top: Fields, topo: Topology) -> None:
             raise top.error(f"no such routes file {str(p)!r}", "routes",
                             hint="a path relative to the topology file")
     attach_routes(topo, paths)
+
+
+def _lab_mode(top: Fields) -> str:
+    """``lab: {mode: bridged | routed}`` (optional; how ``fabriccheck lab up`` builds it)."""
+    if not top.has("lab"):
+        return "bridged"
+    lab = Fields(top.data["lab"], top.source, "lab", allowed=("mode",))
+    return lab.str("mode", choices=LAB_MODES) if lab.has("mode") else "bridged"
 
 
 # ---- explicit form ------------------------------------------------------------------------

@@ -128,6 +128,8 @@ class Topology:
     lft: dict[str, dict[str, str]] | None = field(default=None, repr=False)
     #: where ``lft`` was read from
     routes_source: str = ""
+    #: how the namespace lab builds it: "bridged" (Linux bridges, a tree) or "routed" (ECMP)
+    lab_mode: str = "bridged"
 
     # ---- structure -------------------------------------------------------------------------
     @cached_property

@@ -81,8 +81,15 @@ class FabricView:
         """``(certain, possible)`` switch-to-switch links of ``flow``.
 
         On InfiniBand both are the route's links. On RoCE ``possible`` is the union of the ECMP
-        set and ``certain`` the links every equal-cost path shares.
+        set and ``certain`` the links every equal-cost path shares. A flow whose path was learned
+        (``flow.path``, a traceroute on its own 5-tuple) has exactly that path as both; one
+        whose trace stopped part-way (``flow.partial``) has those links as ``possible``.
         """
+        if flow.path is not None:
+            exact = frozenset(flow.path)
+            return exact, exact
+        if flow.partial is not None:  # a trace that died part-way: nothing is certain
+            return frozenset(), frozenset(flow.partial)
         key = (flow.src, flow.dst)
         hit = self._flow_cache.get(key)
         if hit is not None:
@@ -97,6 +104,18 @@ class FabricView:
         if len(self._flow_cache) < 2_000_000:
             self._flow_cache[key] = res
         return res
+
+    def learned_hops(self, flow: Flow) -> frozenset[tuple[str, str]] | None:
+        """The directed switch hops of a flow's learned path (None: not learned)."""
+        if flow.path is None:
+            return None
+        cur = self.topology.attachment.get(flow.src)
+        out = []
+        for a, b in flow.path:
+            nxt = b if a == cur else a
+            out.append((cur, nxt))
+            cur = nxt
+        return frozenset(out)
 
     def directed_hops(self, src: str, dst: str) -> frozenset[tuple[str, str]]:
         """InfiniBand: the switch-to-switch hops of the route ``src -> dst`` with direction

@@ -278,6 +278,10 @@ class RayExecutor:
                     ips[endpoint] = self._nodes[nic_node(endpoint)].ip
         return ips
 
+    def hop_names(self) -> dict[str, str]:
+        """Router interface address -> switch (the inventory's ``hops:``; {} without one)."""
+        return dict(getattr(self.inventory, "hops", None) or {})
+
     def run_round(self, tests: Sequence[Test]) -> list[RawResult]:
         """Reserve, run and release one round; one RawResult per test, in order."""
         if self._closed:

@@ -63,6 +63,17 @@ PORT_ERROR_GLITCH = 0.15
 DEFAULT_SIZE = {"nccl": 1 << 30, "allreduce-cpu": 1 << 26, "ib_write_bw": 65536, "iperf3": 131072}
 
 
+TRACE_PROBE = "traceroute"  # path learning (fabriccheck.learn_paths), not a measurement
+
+
+def pinned_ports(test: Test) -> tuple[int, int] | None:
+    """(sport, dport) when the test pins its flows' 5-tuple, else None."""
+    p = test.params
+    if p.sport is None or p.dport is None:
+        return None
+    return int(p.sport), int(p.dport)
+
+
 @dataclass
 class _Prep:
     """One test on its way through a round (internal)."""
@@ -74,6 +85,7 @@ class _Prep:
     unreachable: tuple[str, ...] = ()
     broken: list[Flow] = field(default_factory=list)
     rate_gbps: float = float("inf")
+    trace: tuple[tuple[str, ...], bool] | None = None  # traceroute: switches answering, reached
 
 
 class SimExecutor:
@@ -120,6 +132,9 @@ class SimExecutor:
         intra = getattr(spec, "intra_node_busbw_gbps", 0.0) if spec else 0.0
         self.intra_busbw_gbps = float(intra) if intra and intra > 0 else INTRA_BUSBW_GBPS[key]
         self.options = CommandOptions(gid_index=3 if topology.fabric == "roce" else None)
+        #: what a switch answers a traceroute with: 100.64.0.0/10, by sorted index
+        self._switch_ips = {sw: f"100.{64 + k // 65536}.{k // 256 % 256}.{k % 256}"
+                            for k, sw in enumerate(sorted(topology.switches))}
 
     def _sync_caps(self) -> None:
         """Extend the per-hop-id capacity tables to the hops the router has named so far."""
@@ -158,7 +173,8 @@ class SimExecutor:
         # replayed from history draws the same noise as an uninterrupted one
         planned = max((t.round for t in tests), default=0)
         # (a round run in waves calls this once per wave with the same planned round)
-        self.round_no = planned if planned >= max(1, self.round_no) else self.round_no + 1
+        if not all(t.probe == TRACE_PROBE for t in tests):  # path learning is not a round
+            self.round_no = planned if planned >= max(1, self.round_no) else self.round_no + 1
         signal_raws = {i: self._signal(t) for i, t in enumerate(tests) if t.probe == "signal"}
         if signal_raws:
             traffic = [t for t in tests if t.probe != "signal"]
@@ -280,6 +296,8 @@ class SimExecutor:
                      for r in rails for i in range(k))
 
     def _prepare(self, test: Test) -> _Prep:
+        if test.probe == TRACE_PROBE:
+            return self._prepare_trace(test)
         test = self._fill(test)
         prep = _Prep(test=test, flows=test.flows)
         caps = self.caps
@@ -291,11 +309,12 @@ class SimExecutor:
             prep.state = "hang"
             return prep
         flap_fired: dict[LinkKey, bool] = {}
+        ports = pinned_ports(test)
         for flow in prep.flows:
             if flow.src == flow.dst and flow.src in caps.down_nics:
                 prep.broken.append(flow)  # HCA loopback: the NIC itself, not its cable
                 continue
-            ids = self.router.flow_ids(flow, test.test_id)
+            ids = self.router.flow_ids(flow, test.test_id, ports)
             if ids is None:
                 prep.broken.append(flow)
                 continue
@@ -316,6 +335,41 @@ class SimExecutor:
             prep.state = "fail"
             prep.hops = []
         return prep
+
+    def _prepare_trace(self, test: Test) -> _Prep:
+        """A traceroute on the pinned 5-tuple of the test's flow: the switches that answer.
+
+        Probes die at a down link (the hops behind it stay silent); a slow or flapping link
+        forwards them. A trace sends no measurable traffic: it takes no share of any link.
+        """
+        if not test.flows or pinned_ports(test) is None:
+            raise ConfigError(f"test {test.test_id}: a traceroute needs a flow and params "
+                              "sport and dport", hint="pin the flow's 5-tuple first")
+        prep = _Prep(test=test, flows=test.flows[:1])
+        prep.unreachable = tuple(n for n in test.nodes[:1] if n in self.caps.unreachable)
+        if prep.unreachable:
+            prep.state = "unreachable"
+            return prep
+        if test.nodes[0] in self.caps.hung:
+            prep.state = "hang"
+            return prep
+        ids = self.router.flow_ids(prep.flows[0], test.test_id, pinned_ports(test)) or ()
+        self._sync_caps()
+        answered: list[str] = []
+        reached = bool(ids)
+        for i in ids:
+            if i in self._zero:
+                reached = False
+                break
+            to = self.router.hop_list[i][1]
+            if to in self.topology.switches:
+                answered.append(to)
+        prep.trace = (tuple(answered), reached)
+        return prep
+
+    def hop_names(self) -> dict[str, str]:
+        """Every switch's address (what the simulated traceroute prints) -> the switch."""
+        return {ip: sw for sw, ip in self._switch_ips.items()}
 
     def _noise(self, test: Test) -> tuple[float, random.Random]:
         rng = random.Random(stable_hash(self.seed, self.round_no, test.test_id, "noise"))
@@ -362,7 +416,13 @@ class SimExecutor:
         if prep.state == "hang":
             return RawResult(test.test_id, exit_code=None, duration_s=test.timeout_s,
                              timed_out=True, commands=commands)
-        run = self._run_tool(prep, ctx, port)
+        if prep.trace is not None:
+            answered, reached = prep.trace
+            run = tools.run_traceroute(
+                ctx, prep.flows[0], tuple(self._switch_ips[sw] for sw in answered), reached,
+                max_hops=self.options.traceroute_max_hops)
+        else:
+            run = self._run_tool(prep, ctx, port)
         if run.duration_s > test.timeout_s and not run.timed_out:
             # killed at the timeout: iperf3 -J prints nothing before it ends; perftest has
             # printed its header (its errors on stderr would have come later)

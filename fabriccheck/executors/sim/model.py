@@ -10,7 +10,11 @@ Model (what a test measures, before noise):
   only lowers the node's GPU-interconnect factor (:attr:`Capacities.gpu_factor`), which the
   executor applies to collectives (fully at 1x, :data:`~.executor.GPU_LINK_SHARE` of it beyond).
 - **Paths**: on InfiniBand a flow takes ``topology.route`` (deterministic); on RoCE it takes ONE
-  of its ECMP ``topology.paths``, chosen by a hash of (seed, test id, flow) the planner cannot see.
+  of its ECMP ``topology.paths``, chosen by a hash the planner cannot see: of (seed, test id,
+  flow) for an unpinned flow (its source port is whatever the NIC picked), of (seed, the
+  5-tuple) for a flow pinned by ``params.sport``/``dport`` — so a traceroute on the same
+  5-tuple takes the same path, as on a real ECMP fabric. The hash picks one whole equal-cost
+  path (equivalent to one hash per switch over that switch's next hops).
 - **Contention** is *max-min fair* over all tests of a round (progressive filling). The unit of
   allocation is a test: all its flows run at the same per-flow rate, because a ring moves at
   its slowest edge and NCCL splits traffic evenly over rails/channels. A resource used by ``m``
@@ -173,8 +177,13 @@ class Router:
             mids = self._mid[key] = tuple(self._ids(directed(s_sw, p[1:-1])) for p in paths)
         return mids
 
-    def flow_ids(self, flow: Flow, test_id: str) -> tuple[int, ...] | None:
-        """Hop ids ``flow`` of test ``test_id`` crosses, in order; None when there is no path."""
+    def flow_ids(self, flow: Flow, test_id: str, ports: tuple[int, int] | None = None
+                 ) -> tuple[int, ...] | None:
+        """Hop ids ``flow`` of test ``test_id`` crosses, in order; None when there is no path.
+
+        ``ports``: the flow's pinned (source, destination) ports; its path then follows the
+        5-tuple, not the test.
+        """
         src, dst = flow.src, flow.dst
         if src == dst:
             return ()
@@ -183,19 +192,22 @@ class Router:
         mids = self._middles(src, dst)
         if not mids:
             return None
+        key = (test_id,) if ports is None else ("5-tuple", *ports)
         mid = mids[0] if len(mids) == 1 else mids[
-            stable_hash(self.seed, test_id, src, dst) % len(mids)]
+            stable_hash(self.seed, *key, src, dst) % len(mids)]
         att = self.topology.attachment
         return (self.hop_id((src, att[src])), *mid, self.hop_id((att[dst], dst)))
 
-    def hops(self, flow: Flow, test_id: str) -> tuple[Hop, ...] | None:
+    def hops(self, flow: Flow, test_id: str, ports: tuple[int, int] | None = None
+             ) -> tuple[Hop, ...] | None:
         """The directed links ``flow`` of test ``test_id`` crosses; None when there is no path."""
-        ids = self.flow_ids(flow, test_id)
+        ids = self.flow_ids(flow, test_id, ports)
         return None if ids is None else tuple(self.hop_list[i] for i in ids)
 
-    def path(self, flow: Flow, test_id: str) -> Path | None:
+    def path(self, flow: Flow, test_id: str, ports: tuple[int, int] | None = None
+             ) -> Path | None:
         """Like :meth:`hops` but as link keys (the topology's ``Path`` form)."""
-        hops = self.hops(flow, test_id)
+        hops = self.hops(flow, test_id, ports)
         return None if hops is None else tuple(link_key(a, b) for a, b in hops)
 
 

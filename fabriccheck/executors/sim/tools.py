@@ -302,3 +302,30 @@ def run_iperf3(
            "intervals": intervals, "end": end}
     return ToolRun(render.iperf3_json(doc), exit_code=0,
                    duration_s=round(IPERF3_SETUP_S + secs, 3))
+
+
+# ---- traceroute (Debian traceroute 2.x, ``-n -q 1``) ---------------------------------------
+
+TRACE_HOP_S = 0.02  # one answered probe (lab-scale round trip plus scheduling)
+TRACE_WAIT_S = 1.0  # ``-w 1``: how long a silent hop is waited for
+
+
+def run_traceroute(ctx: ToolContext, flow: Flow, answered: tuple[str, ...], reached: bool,
+                   *, max_hops: int = 8) -> ToolRun:
+    """What ``traceroute -n -q 1 ... <dst>`` prints for a path whose switches answered with
+    ``answered`` (in order), the destination answering last when ``reached``."""
+    dst = ctx.nic_ip(flow.dst)
+    lines = [f"traceroute to {dst} ({dst}), {max_hops} hops max, 60 byte packets"]
+    rtt = 0.04
+    for ttl, addr in enumerate(answered, 1):
+        rtt += 0.011 + 0.003 * (stable_hash(ctx.seed, ctx.round_no, flow.src, ttl) % 7)
+        lines.append(f"{ttl:2d}  {addr}  {rtt:.3f} ms")
+    ttl = len(answered) + 1
+    if reached:
+        lines.append(f"{ttl:2d}  {dst}  {rtt + 0.012:.3f} ms")
+        silent = 0
+    else:
+        silent = max(0, max_hops - len(answered))
+        lines += [f"{t:2d}  *" for t in range(ttl, ttl + silent)]
+    duration = TRACE_HOP_S * (len(answered) + 1) + TRACE_WAIT_S * silent
+    return ToolRun("\n".join(lines) + "\n", exit_code=0, duration_s=duration)
