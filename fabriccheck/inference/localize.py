@@ -23,6 +23,8 @@ class LinkGroup:
     ``bad`` when it is a single link and at least two localization probes from two fresh node
     pairs (not retests) failed across it: independent confirmation, so two unrelated glitches
     that happen to share a link (hundreds of glitches per round at 4,096 nodes) never convict it.
+    On RoCE those probes must have been aimed at the link (``params.probe_of``, pinned onto it
+    by a learned path).
     """
 
     candidates: tuple[LinkKey, ...]
@@ -154,7 +156,8 @@ def _greedy_groups(
         obs = [link_obs[i][0] for i in sorted(got)]
         pairs = {frozenset(o.test.nodes) for o in obs}
         probes = {frozenset(o.test.nodes) for o in obs
-                  if o.test.purpose == "localize" and not o.test.params.retest_of}
+                  if o.test.purpose == "localize" and not o.test.params.retest_of
+                  and (ib or _aimed_at(o, cands))}
         single = len(cands) == 1
         bad = single and len(probes) >= min_probe_pairs and len(pairs) >= min_probe_pairs
         out.append(LinkGroup(
@@ -166,3 +169,12 @@ def _greedy_groups(
         ))
         left -= got
     return out
+
+
+def _aimed_at(o: Observation, cands: Sequence[LinkKey]) -> bool:
+    """RoCE: a localization flow aimed at the (single) candidate link (``params.probe_of``), so
+    its learned path was chosen to cross it; random batch flows that happened to cross it are
+    evidence to aim at, not to convict on (glitches on two of hundreds of sampled flows meet)."""
+    aim = o.test.params.probe_of
+    return len(cands) == 1 and aim is not None and aim in (
+        f"{cands[0][0]} -- {cands[0][1]}", f"{cands[0][1]} -- {cands[0][0]}")
