@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMPS := .stamps
 # Debian packages the tests need (lab: namespaces, sshd, tc, iperf3; reports: chromium).
-APT_PACKAGES ?= iproute2 iperf3 openssh-server openssh-client procps psmisc slurmctld slurmd slurm-client munge chromium fonts-dejavu-core
+APT_PACKAGES ?= iproute2 iperf3 traceroute iputils-ping iputils-tracepath openssh-server openssh-client procps psmisc slurmctld slurmd slurm-client munge chromium fonts-dejavu-core
 
 .PHONY: all venv venv-core apt test test-long demo lint bench clean
 

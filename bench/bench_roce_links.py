@@ -7,7 +7,8 @@ healthy link is called bad or a node is drained. "learned" is the share of pinne
 whose path a same-5-tuple traceroute revealed (``path_learning`` in the run result); "traces"
 the traceroute tests per run.
 
-Run: ``python bench/bench_roce_links.py [--seeds N] [--first-seed S] [--topology NAME]``.
+Run: ``python bench/bench_roce_links.py [--seeds N] [--first-seed S] [--topology NAME]
+[--nodes 128,256]`` (default: ``roce-rail-64``, 20 seeds, both fault kinds).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from fabriccheck.models import link_key  # noqa: E402
 from fabriccheck.orchestrator import run  # noqa: E402
 from fabriccheck.policy import SweepPolicy  # noqa: E402
 from fabriccheck.specs import resolve_spec  # noqa: E402
-from fabriccheck.topology import load_topology  # noqa: E402
+from fabriccheck.topology import generate, load_topology  # noqa: E402
 
 
 def switch_links(topo) -> list:
@@ -79,16 +80,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topology", default="roce-rail-64")
     ap.add_argument("--kinds", default="link_degraded,link_down")
     ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--nodes", default="", help="also generated rail-optimized RoCE fabrics "
+                    "of these sizes (comma-separated; 32 nodes per leaf, 32 spines, 8 rails)")
     args = ap.parse_args(argv)
-    topo = load_topology(args.topology)
+    topos = [load_topology(args.topology)] + [_generated(int(n)) for n in args.nodes.split(",")
+                                              if n]
     cols = ("topology", "fault", "runs", "named", "named_or_set<=2", "hit_rate", "in_any_set",
             "wrong", "rounds", "learned", "traces", "cpu_s")
     print(" | ".join(cols))
-    for kind in args.kinds.split(","):
-        row = table(topo, args.seeds, kind, args.first_seed)
-        print(" | ".join(f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c])
-                         for c in cols))
+    for topo in topos:
+        for kind in args.kinds.split(","):
+            row = table(topo, args.seeds, kind, args.first_seed)
+            print(" | ".join(f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c])
+                             for c in cols), flush=True)
     return 0
+
+
+def _generated(nodes: int):
+    per_leaf = min(32, max(4, nodes // 4))
+    gen = {"kind": "rail-optimized", "nodes": nodes, "rails": 8, "gpus_per_node": 8,
+           "nodes_per_leaf": per_leaf, "spines": max(2, min(32, per_leaf))}
+    return generate(gen, name=f"roce-rail-{nodes}", fabric="roce")
 
 
 if __name__ == "__main__":

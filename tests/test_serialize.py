@@ -41,3 +41,18 @@ def test_without_observations_only_non_healthy_verdicts():
     d = run_result_to_dict(_result())
     assert "observations" not in d
     assert {v["name"] for v in d["verdicts"]} == {"n1/mlx5_0", "leaf -- spine"}
+
+
+def test_a_learned_path_survives_the_round_trip():
+    from fabriccheck.models import Flow, Test, link_key
+    from fabriccheck.serialize import test_from_dict, test_to_dict
+
+    path = (link_key("leaf-0-0", "spine-3"), link_key("leaf-1-0", "spine-3"))
+    t = Test("r1-1", "ib_write_bw", ("a", "b"), (Flow("a/m0", "b/m0", path),),
+             params={"sport": 50000, "dport": 4791})
+    d = test_to_dict(t)
+    assert d["flows"] == [["a/m0", "b/m0", [["leaf-0-0", "spine-3"], ["leaf-1-0", "spine-3"]]]]
+    back = test_from_dict(d)
+    assert back.flows[0].path == path and back.params.sport == 50000
+    assert test_from_dict(test_to_dict(Test("x", "iperf3", ("a", "b"), (Flow("a/e", "b/e"),)))
+                          ).flows[0].path is None

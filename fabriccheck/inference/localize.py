@@ -21,10 +21,12 @@ class LinkGroup:
     """Links that explain the same failing observations.
 
     ``bad`` when it is a single link and at least two localization probes from two fresh node
-    pairs (not retests) failed across it, each with that link the only uncleared link on its
-    path: independent confirmation, so two unrelated glitches that happen to share a link
-    (hundreds of glitches per round at 4,096 nodes) never convict it, nor does a bad link next
-    to it that the probes also crossed.
+    pairs (not retests) failed across it: independent confirmation, so two unrelated glitches
+    that happen to share a link (hundreds of glitches per round at 4,096 nodes) never convict it.
+    On InfiniBand each such probe must have that link as the only uncleared link on its path
+    (so a bad link next to it that the probes also crossed does not convict it); on RoCE those
+    probes must have been aimed at the link (``params.probe_of``, pinned onto it by a learned
+    path).
     """
 
     candidates: tuple[LinkKey, ...]
@@ -159,11 +161,14 @@ def _greedy_groups(
         chosen.update(cands)
         obs = [link_obs[i][0] for i in sorted(got)]
         pairs = {frozenset(o.test.nodes) for o in obs}
-        # a probe pins a link only when that link is the one uncleared link on its path:
-        # a probe that also crossed another uncleared link may have failed there
+        # IB: a probe pins a link only when that link is the one uncleared link on its path
+        # (a probe that also crossed another uncleared link may have failed there); RoCE: the
+        # probe was aimed at the link through a learned path
         probes = {frozenset(link_obs[i][0].test.nodes) for i in got
                   if link_obs[i][0].test.purpose == "localize"
-                  and not link_obs[i][0].test.params.retest_of and len(set(link_obs[i][1])) == 1}
+                  and not link_obs[i][0].test.params.retest_of
+                  and (len(set(link_obs[i][1])) == 1 if ib
+                       else _aimed_at(link_obs[i][0], cands))}
         rivals = tuple(sorted({lk for i in got for lk in link_obs[i][1]} - set(cands)))
         single = len(cands) == 1
         bad = single and len(probes) >= min_probe_pairs and len(pairs) >= min_probe_pairs
@@ -212,3 +217,12 @@ def _switch_pass(groups: list[LinkGroup], gots: list[set[int]],
             if len(probes) >= min_probe_pairs:
                 out[k] = replace(out[k], bad=True)
     return out
+
+
+def _aimed_at(o: Observation, cands: Sequence[LinkKey]) -> bool:
+    """RoCE: a localization flow aimed at the (single) candidate link (``params.probe_of``), so
+    its learned path was chosen to cross it; random batch flows that happened to cross it are
+    evidence to aim at, not to convict on (glitches on two of hundreds of sampled flows meet)."""
+    aim = o.test.params.probe_of
+    return len(cands) == 1 and aim is not None and aim in (
+        f"{cands[0][0]} -- {cands[0][1]}", f"{cands[0][1]} -- {cands[0][0]}")
