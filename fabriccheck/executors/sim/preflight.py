@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from fabriccheck.executors.sim.model import stable_hash
 from fabriccheck.executors.sim.tools import ToolRun
 from fabriccheck.faults import FaultSet
+from fabriccheck.models import RawResult, Test
+from fabriccheck.probes.signal_command import render_signal, signal_values
 
 #: lanes every simulated NIC's PCIe slot has, and their speed (ConnectX-7: Gen5 x16)
 MAX_PCIE_WIDTH = 16
@@ -62,6 +64,30 @@ def node_facts(node: str, nics: dict[str, float], gpus: int, gpu_name: str,
                 rate[name] = rate.get(name, 0.0) + float(f.rate or 0.0)
     return NodeFacts(gpus, gpu_name, min(missing, gpus), dict(nics), frozenset(down), width,
                      rate)
+
+
+def run_signal(test: Test, facts: NodeFacts, peer_ips: dict[str, str], *, seed: int,
+               fabric: str, clock_s: float, unreachable: bool = False, hung: bool = False,
+               connect_timeout_s: float = 10.0) -> RawResult:
+    """The raw result of a signal test on its first node (what SSH would bring back)."""
+    node = test.nodes[0]
+    gpus = int(test.params.get("gpus_per_node", 0))
+    line = render_signal(str(test.params.get("command", "")),
+                         signal_values(test, peer_ips, gpus))
+    commands = (f"{node}: sh -c {line!r}",)
+    if unreachable:
+        return RawResult(test.test_id, stderr=f"ssh: connect to host {node} port 22: No route "
+                         "to host\n", exit_code=None, duration_s=connect_timeout_s,
+                         unreachable=(node,), commands=commands)
+    if hung:
+        return RawResult(test.test_id, exit_code=None, duration_s=test.timeout_s,
+                         timed_out=True, commands=commands)
+    run = answer(line, node, facts, seed=seed, fabric=fabric, clock_s=clock_s)
+    if run.duration_s > test.timeout_s:
+        return RawResult(test.test_id, stdout=run.stdout, exit_code=None,
+                         duration_s=test.timeout_s, timed_out=True, commands=commands)
+    return RawResult(test.test_id, stdout=run.stdout, stderr=run.stderr,
+                     exit_code=run.exit_code, duration_s=run.duration_s, commands=commands)
 
 
 def answer(command: str, node: str, facts: NodeFacts, *, seed: int, fabric: str,
