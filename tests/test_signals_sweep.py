@@ -35,7 +35,7 @@ def sweep(topo, faults, seed=0, policy=None, spec=None):
 @pytest.mark.parametrize("seed", [0, 5])
 @pytest.mark.parametrize("fault,signal,target", [
     ({"kind": "gpu_missing", "node": "node-011"}, "gpu-count", "node-011"),
-    ({"kind": "pcie_downtrained", "nic": "node-040/mlx5_3", "width": 8}, "pcie-width",
+    ({"kind": "pcie_downtrained", "nic": "node-040/mlx5_3", "width": 8}, "pcie-link",
      "node-040/mlx5_3"),
     ({"kind": "port_errors", "nic": "node-077/mlx5_5", "rate": 40}, "port-errors",
      "node-077/mlx5_5"),
@@ -67,7 +67,7 @@ def test_healthy_fabric_every_signal_passes_and_preflight_is_round_one(topo):
     res, _ = sweep(topo, [], seed=3)
     assert res.drain == [] and res.exit_code == 0, (res.suspects, res.extra["untested"])
     sig = res.extra["signals"]
-    assert set(sig) == {"gpu-count", "gpu-health", "port-state", "port-rate", "pcie-width",
+    assert set(sig) == {"gpu-count", "gpu-health", "port-state", "port-rate", "pcie-link",
                         "port-errors", "kernel-log"}
     assert len(sig["gpu-count"]["values"]) == 128 and len(sig["port-rate"]["values"]) == 1024
     assert all(v["status"] == "pass" for s in sig.values() for v in s["values"].values())

@@ -12,7 +12,7 @@ gpu-health     node     ``nvidia-smi -q`` (volatile uncorrectable ECC,      0 un
                         row remapping pending/failed, pending retirements)
 port-state     nic      ``/sys/class/infiniband/{nic}/ports/1/state``       4 (ACTIVE)
 port-rate      nic      ``/sys/class/infiniband/{nic}/ports/1/rate``        >= spec nic_gbps
-pcie-width     nic      ``.../device/{current,max}_link_width``             current = max
+pcie-link      nic      ``.../device/{current,max}_link_{width,speed}``     current = max
 port-errors    nic      ``perfquery`` (IB) / ``ethtool -S`` (RoCE), read    growth <= 10
                         twice 5 s apart
 kernel-log     node     ``dmesg``: hardware Xids and mlx5 errors            0 lines
@@ -75,10 +75,10 @@ def _nic_checks(fabric: str, nic_gbps: float) -> list[dict]:
         {"name": "port-rate", "level": 1, "per": "nic",
          "command": f"cat {_SYSFS}/ports/1/rate", "value": r"(?P<value>\d+(?:\.\d+)?) Gb/sec",
          "unit": "Gb/s", "pass": {"min": nic_gbps}, "timeout_s": 10},
-        {"name": "pcie-width", "level": 1, "per": "nic",
-         "command": f"cat {_SYSFS}/device/current_link_width {_SYSFS}/device/max_link_width",
-         "parser": "pcie-width-ratio", "unit": "of max width", "pass": {"min": 1},
-         "timeout_s": 10},
+        {"name": "pcie-link", "level": 1, "per": "nic",
+         "command": "cat " + " ".join(f"{_SYSFS}/device/{f}" for f in (
+             "current_link_width", "max_link_width", "current_link_speed", "max_link_speed")),
+         "parser": "pcie-link-ratio", "unit": "of max", "pass": {"min": 1}, "timeout_s": 10},
         {"name": "port-errors", "level": 1, "per": "nic", **errors, "unit": "errors/5s",
          "pass": {"max": MAX_ERROR_GROWTH}, "timeout_s": PREFLIGHT_TIMEOUT_S},
     ]
@@ -113,7 +113,7 @@ def preflight(spec: TestSpec, fabric: str) -> Preflight:
     if rdma:
         entries += _nic_checks(fabric, spec.nic_gbps)
     else:
-        skipped.append(f"port-state, port-rate, pcie-width, port-errors: spec {spec.name} is "
+        skipped.append(f"port-state, port-rate, pcie-link, port-errors: spec {spec.name} is "
                        f"for fabric {spec.fabric!r}, not InfiniBand or RoCE (no RDMA ports)")
     if entries:  # the kernel log holds GPU Xids and mlx5 errors: only where those exist
         entries.append(_KERNEL_LOG)

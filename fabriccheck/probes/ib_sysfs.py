@@ -16,6 +16,7 @@ PORT_STATES = {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTI
 _STATE = re.compile(r"^\s*(\d+):\s*([A-Z_]+)\s*$", re.M)
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?) Gb/sec", re.M)
 _NUMBER_LINE = re.compile(r"^\s*x?(\d+)\s*$", re.M)
+_SPEED_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?) GT/s", re.M)
 
 
 def port_state(text: str) -> float:
@@ -56,3 +57,21 @@ def pcie_width_ratio(text: str) -> float:
         raise ParseError("expected two lane counts (current, then max)", tool="sysfs pcie width",
                          excerpt=text)
     return widths[0] / widths[1]
+
+
+def pcie_link_ratio(text: str) -> float:
+    """The worse of width and speed, each current over max, from ``cat current_link_width
+    max_link_width current_link_speed max_link_speed`` (``16``, ``16``, ``16.0 GT/s PCIe``,
+    ``32.0 GT/s PCIe`` gives 0.5: a Gen5 slot running at Gen4).
+
+    >>> pcie_link_ratio("16\\n16\\n32.0 GT/s PCIe\\n32.0 GT/s PCIe\\n")
+    1.0
+    >>> pcie_link_ratio("16\\n16\\n16.0 GT/s PCIe\\n32.0 GT/s PCIe\\n")
+    0.5
+    """
+    width = pcie_width_ratio(text)
+    speeds = [float(m[1]) for m in _SPEED_LINE.finditer(text)]
+    if len(speeds) < 2 or speeds[1] <= 0:
+        raise ParseError("expected two link speeds (current, then max: '32.0 GT/s PCIe')",
+                         tool="sysfs pcie speed", excerpt=text)
+    return min(width, speeds[0] / speeds[1])

@@ -30,6 +30,7 @@ BUILTIN_PARSERS: Mapping[str, SignalParser] = {
     "ib-port-state": ib_sysfs.port_state,
     "ib-port-rate": ib_sysfs.port_rate_gbps,
     "pcie-width-ratio": ib_sysfs.pcie_width_ratio,
+    "pcie-link-ratio": ib_sysfs.pcie_link_ratio,
     "ibstat-active-ports": ibstat.active_ports,
     "ibstat-min-rate": ibstat.min_rate_gbps,
     "perfquery-error-growth": perfquery.error_growth,

@@ -107,9 +107,9 @@ def test_metrics_carry_each_signal(tmp_path):
                                  "--faults", faults, "--metrics", str(prom), "--json"])
     assert r.exit_code == 1, r.output
     text = prom.read_text()
-    assert 'fabriccheck_signal_readings{signal="pcie-width",status="fail"} 1.0' in text
-    assert 'fabriccheck_signal_readings{signal="pcie-width",status="pass"} 63.0' in text
-    assert ('fabriccheck_signal_value{signal="pcie-width",status="fail",target="node-002/mlx5_4"}'
+    assert 'fabriccheck_signal_readings{signal="pcie-link",status="fail"} 1.0' in text
+    assert 'fabriccheck_signal_readings{signal="pcie-link",status="pass"} 63.0' in text
+    assert ('fabriccheck_signal_value{signal="pcie-link",status="fail",target="node-002/mlx5_4"}'
             ' 0.5') in text
     assert 'fabriccheck_signal_min{signal="gpu-count"} 8.0' in text
 

@@ -76,6 +76,9 @@ def test_kernel_log_hardware_events_skip_application_xids():
 
 def test_sysfs_readings():
     assert ib_sysfs.pcie_width_ratio(text("sysfs-pcie-width-x8.txt")) == 0.5
+    assert ib_sysfs.pcie_link_ratio(text("sysfs-pcie-link-gen4.txt")) == 0.5
+    with pytest.raises(ParseError, match="speeds"):
+        ib_sysfs.pcie_link_ratio("16\n16\n")
     assert ib_sysfs.port_state("1: DOWN\n") == 1.0
     assert ib_sysfs.port_rate_gbps("200 Gb/sec (2X NDR)\n") == 200.0
     with pytest.raises(ParseError):

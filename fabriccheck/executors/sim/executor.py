@@ -34,7 +34,6 @@ from fabriccheck.executors.sim.model import Capacities, Router, max_min_rates, s
 from fabriccheck.faults import FaultSet
 from fabriccheck.models import PROBES, Flow, LinkKey, RawResult, Test, link_key, nic_node
 from fabriccheck.probes.commands import DEFAULT_PORT, CommandOptions, build_launch
-from fabriccheck.probes.signal_command import render_signal, signal_values
 from fabriccheck.specs import ProbeSpec, TestSpec
 from fabriccheck.topology.model import Topology
 
@@ -212,29 +211,6 @@ class SimExecutor:
         if node not in self.topology.nodes:
             raise ConfigError(f"test {test.test_id}: node {node!r} is not in topology "
                               f"{self.topology.name!r}")
-        command = str(test.params.get("command", ""))
-        ips = {nic.endpoint: self.nic_ip(nic.endpoint) for n in test.nodes[1:2]
-               for nic in self.topology.nodes[n].nics} if "{peer_addr}" in command else {}
-        gpus = int(test.params.get("gpus_per_node", 0))
-        line = render_signal(command, signal_values(test, ips, gpus))
-        commands = (f"{node}: sh -c {line!r}",)
-        if node in self.caps.unreachable:
-            return RawResult(test.test_id, stderr=f"ssh: connect to host {node} port 22: No "
-                             "route to host\n", exit_code=None, duration_s=SSH_CONNECT_TIMEOUT_S,
-                             unreachable=(node,), commands=commands)
-        if node in self.caps.hung:
-            return RawResult(test.test_id, exit_code=None, duration_s=test.timeout_s,
-                             timed_out=True, commands=commands)
-        facts = self._facts(node)
-        run = preflight.answer(line, node, facts, seed=self.seed, fabric=self.topology.fabric,
-                               clock_s=self.clock_s)
-        if run.duration_s > test.timeout_s:
-            return RawResult(test.test_id, stdout=run.stdout, exit_code=None,
-                             duration_s=test.timeout_s, timed_out=True, commands=commands)
-        return RawResult(test.test_id, stdout=run.stdout, stderr=run.stderr,
-                         exit_code=run.exit_code, duration_s=run.duration_s, commands=commands)
-
-    def _facts(self, node: str) -> preflight.NodeFacts:
         facts = self._node_facts.get(node)
         if facts is None:
             n = self.topology.nodes[node]
@@ -242,7 +218,12 @@ class SimExecutor:
             facts = preflight.node_facts(node, {nic.name: nic.gbps for nic in n.nics}, gpus,
                                          self.gpu_name, self.faults)
             self._node_facts[node] = facts
-        return facts
+        peer_ips = {nic.endpoint: self.nic_ip(nic.endpoint) for n in test.nodes[1:2]
+                    for nic in self.topology.nodes[n].nics}
+        return preflight.run_signal(
+            test, facts, peer_ips, seed=self.seed, fabric=self.topology.fabric,
+            clock_s=self.clock_s, unreachable=node in self.caps.unreachable,
+            hung=node in self.caps.hung, connect_timeout_s=SSH_CONNECT_TIMEOUT_S)
 
     # ---- per test ----------------------------------------------------------------------------
     def _probe_spec(self, probe: str, k: int, collective: str | None) -> ProbeSpec | None:

@@ -2,7 +2,7 @@
 
 Commands are recognized by the whole rendered command line (what a real host would run), in
 exactly the forms the built-in preflight uses: ``nvidia-smi -L`` / ``-q``; ``cat`` of the sysfs
-port ``state`` / ``rate`` and PCIe ``current_link_width`` / ``max_link_width`` files;
+port ``state`` / ``rate`` and PCIe ``{current,max}_link_{width,speed}`` files;
 ``perfquery -C <hca> -P <port>`` and ``ethtool -S`` (read twice around ``sleep N``); ``dmesg``.
 Faults show as a real host shows them: ``gpu_missing`` lists one GPU fewer and logs Xid 79;
 ``pcie_downtrained`` reads ``8`` of ``16`` lanes; ``port_errors`` grows the symbol/link error
@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from fabriccheck.executors.sim.model import stable_hash
 from fabriccheck.executors.sim.tools import ToolRun
 from fabriccheck.faults import FaultSet
+from fabriccheck.models import RawResult, Test
+from fabriccheck.probes.signal_command import render_signal, signal_values
 
-#: lanes every simulated NIC's PCIe slot has (ConnectX-7: Gen5 x16)
+#: lanes every simulated NIC's PCIe slot has, and their speed (ConnectX-7: Gen5 x16)
 MAX_PCIE_WIDTH = 16
+PCIE_GTS = 32.0
 #: IB port rate names by Gb/s (4X links)
 _RATE_NAMES = {100: "4X EDR", 200: "4X HDR", 400: "4X NDR", 800: "4X XDR", 50: "2X HDR",
                25: "1X EDR"}
@@ -61,6 +64,30 @@ def node_facts(node: str, nics: dict[str, float], gpus: int, gpu_name: str,
                 rate[name] = rate.get(name, 0.0) + float(f.rate or 0.0)
     return NodeFacts(gpus, gpu_name, min(missing, gpus), dict(nics), frozenset(down), width,
                      rate)
+
+
+def run_signal(test: Test, facts: NodeFacts, peer_ips: dict[str, str], *, seed: int,
+               fabric: str, clock_s: float, unreachable: bool = False, hung: bool = False,
+               connect_timeout_s: float = 10.0) -> RawResult:
+    """The raw result of a signal test on its first node (what SSH would bring back)."""
+    node = test.nodes[0]
+    gpus = int(test.params.get("gpus_per_node", 0))
+    line = render_signal(str(test.params.get("command", "")),
+                         signal_values(test, peer_ips, gpus))
+    commands = (f"{node}: sh -c {line!r}",)
+    if unreachable:
+        return RawResult(test.test_id, stderr=f"ssh: connect to host {node} port 22: No route "
+                         "to host\n", exit_code=None, duration_s=connect_timeout_s,
+                         unreachable=(node,), commands=commands)
+    if hung:
+        return RawResult(test.test_id, exit_code=None, duration_s=test.timeout_s,
+                         timed_out=True, commands=commands)
+    run = answer(line, node, facts, seed=seed, fabric=fabric, clock_s=clock_s)
+    if run.duration_s > test.timeout_s:
+        return RawResult(test.test_id, stdout=run.stdout, exit_code=None,
+                         duration_s=test.timeout_s, timed_out=True, commands=commands)
+    return RawResult(test.test_id, stdout=run.stdout, stderr=run.stderr,
+                     exit_code=run.exit_code, duration_s=run.duration_s, commands=commands)
 
 
 def answer(command: str, node: str, facts: NodeFacts, *, seed: int, fabric: str,
@@ -138,14 +165,17 @@ def _rate(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
     return ToolRun(f"{gbps} Gb/sec ({name})\n", duration_s=0.01)
 
 
-def _width(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
+def _pcie(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
     nic = m[1]
     if nic not in facts.nic_gbps:
         return _no_such_file(command)
     lines = []
-    for which in re.findall(r"/(current|max)_link_width", command):
-        lines.append(str(facts.width.get(nic, MAX_PCIE_WIDTH) if which == "current"
-                         else MAX_PCIE_WIDTH))
+    for which, what in re.findall(r"/(current|max)_link_(width|speed)", command):
+        if what == "speed":  # the faults model lanes, not generations: speed stays Gen5
+            lines.append(f"{PCIE_GTS:.1f} GT/s PCIe")
+        else:
+            lines.append(str(facts.width.get(nic, MAX_PCIE_WIDTH) if which == "current"
+                             else MAX_PCIE_WIDTH))
     return ToolRun("\n".join(lines) + "\n", duration_s=0.01)
 
 
@@ -241,8 +271,8 @@ _HANDLERS = (
     (r"nvidia-smi -q", _smi_query),
     (rf"cat /sys/class/infiniband/{_W}/ports/\d+/state", _state),
     (rf"cat /sys/class/infiniband/{_W}/ports/\d+/rate", _rate),
-    (rf"cat /sys/class/infiniband/{_W}/device/(?:current|max)_link_width"
-     rf"(?: /sys/class/infiniband/\1/device/(?:current|max)_link_width)*", _width),
+    (rf"cat /sys/class/infiniband/{_W}/device/(?:current|max)_link_(?:width|speed)"
+     rf"(?: /sys/class/infiniband/\1/device/(?:current|max)_link_(?:width|speed))*", _pcie),
     (rf"{_PQ}(?:{_SLEEP}perfquery -C \1 -P '?\2'?)*", _perfquery),
     (rf"dev=\$\(ls /sys/class/infiniband/{_W}/device/net \| head -n 1\); {_ETH}"
      rf"(?:{_SLEEP}{_ETH})*", _ethtool),

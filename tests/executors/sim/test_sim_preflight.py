@@ -39,7 +39,7 @@ def test_every_preflight_reading_reflects_exactly_the_faults(topo_name, spec_nam
                                                            if "nic" in t.params else "")))
     assert failing == {
         ("gpu-count", "node-002"), ("kernel-log", "node-002"),
-        ("pcie-width", "node-003/mlx5_1"), ("port-errors", "node-004/mlx5_2"),
+        ("pcie-link", "node-003/mlx5_1"), ("port-errors", "node-004/mlx5_2"),
         ("port-state", "node-001/mlx5_7"), ("port-rate", "node-001/mlx5_7")}
     # port_errors at 3/s over the 5 s window: 15 counts > 10 allowed
     pq = [r for t, r in zip(tests, raws, strict=True)
