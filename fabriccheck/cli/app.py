@@ -51,8 +51,8 @@ class _Console(Console):
 
 
 #: progress and human output go to stderr when --json owns stdout; use err for progress
-out = _Console(soft_wrap=True)
-err = _Console(stderr=True, soft_wrap=True)
+out = _Console(soft_wrap=True, emoji=False)  # a "file:nose:" error is text, not 👃
+err = _Console(stderr=True, soft_wrap=True, emoji=False)
 
 #: -q: no progress on stderr; -v: more (INFO logs), -vv: debug
 VERBOSITY = {"level": 0}

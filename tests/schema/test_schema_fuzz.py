@@ -162,3 +162,16 @@ def test_cli_mutated_file_is_exit_2_naming_file_and_field(tmp_path: Path, capsys
         assert err.startswith(f"error: {path}:") and f"{path}: " not in err.splitlines()[0], err
     else:  # the mutation kept the file valid: the command ran
         assert code in (0, 1), err
+
+
+def test_an_error_naming_an_emoji_code_is_printed_as_text(tmp_path: Path, capsys):
+    """Hypothesis found it: ``faults.yaml:nose: unknown field`` was printed by rich as
+    ``faults.yaml👃 unknown field`` (``:nose:`` is an emoji code). Errors are text."""
+    from fabriccheck.cli.main import main
+
+    path = tmp_path / "faults.yaml"
+    path.write_text("nose: {jitter: 0.03}\nfaults: []\n")
+    capsys.readouterr()
+    code = main(CLI["faults"](str(path)))
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: {path}:nose: unknown field 'nose'"), err
