@@ -82,7 +82,8 @@ def run(
         raise ConfigError("no nodes to test", source="--nodes", hint="give --nodes or a topology")
     view.check_nodes(nodes)
     scope = set(nodes)
-    signals, skipped = run_signals(spec, topology.fabric, policy)
+    speeds = [topology.nics[x].gbps for n in nodes for x in view.rails_of[n].values()]
+    signals, skipped = run_signals(spec, topology.fabric, policy, speeds)
     ctx = RunContext(mode, tuple(nodes), view, spec, policy,
                      tuple(n for n in log_suspects if n in scope), signals)
     planner = Planner(ctx)
@@ -99,12 +100,13 @@ def run(
     return result
 
 
-def run_signals(spec: TestSpec, fabric: str, policy: SweepPolicy
-                ) -> tuple[tuple[SignalSpec, ...], tuple[str, ...]]:
+def run_signals(spec: TestSpec, fabric: str, policy: SweepPolicy,
+                nic_gbps: Sequence[float] = ()) -> tuple[tuple[SignalSpec, ...], tuple[str, ...]]:
     """The run's signals: the built-in preflight (unless ``policy.preflight`` is off), the
     spec's ``signals:`` and ``policy.signals`` (``--signals``); a later one replaces an earlier
-    one of the same name. Also the reasons any preflight check was skipped."""
-    pre = preflight(spec, fabric) if policy.preflight else None
+    one of the same name. Also the reasons any preflight check was skipped (``nic_gbps``: the
+    line rates of the NICs in scope, the ports' bar)."""
+    pre = preflight(spec, fabric, nic_gbps) if policy.preflight else None
     skipped = pre.skipped if pre else ("preflight off (--no-preflight)",)
     by_name: dict[str, SignalSpec] = {}
     for s in (*(pre.signals if pre else ()), *spec.signals, *policy.signals):

@@ -151,3 +151,32 @@ def test_a_single_node_is_still_preflighted_in_its_first_round(topo):
               SweepPolicy(), progress=seen.append)
     assert seen[0]["purposes"]["preflight"] == 3 + 4 * 8
     assert res.extra["signals"]["gpu-count"]["values"]["node-001"]["status"] == "pass"
+
+
+def test_ports_are_held_to_their_own_speed_not_the_specs():
+    """A 200G (HDR) fabric judged with a 400G spec: every port trains at its own 200 Gb/s and
+    passes; a mixed EDR/HDR fabric holds each port to the slowest speed and says so."""
+    from fabriccheck.planning.preflight import preflight
+    from fabriccheck.topology.load import topology_from_dict
+
+    spec = load_spec("h100-ndr400-ib")
+    hdr = preflight(spec, "infiniband", [200.0] * 4)
+    assert next(s for s in hdr.signals if s.name == "port-rate").pass_min == 200.0
+    mixed = preflight(spec, "infiniband", [100.0, 200.0])
+    assert next(s for s in mixed.signals if s.name == "port-rate").pass_min == 100.0
+    assert any("held to the slowest (100 Gb/s)" in r for r in mixed.skipped)
+    assert next(s for s in preflight(spec, "infiniband").signals
+                if s.name == "port-rate").pass_min == spec.nic_gbps
+    hosts = [f"h{i}" for i in range(4)]
+    topo = topology_from_dict({
+        "name": "hdr", "fabric": "infiniband", "gpus_per_node": 8,
+        "nodes": [{"name": h, "nics": [{"name": "mlx5_0", "rail": 0, "gbps": 200}]}
+                  for h in hosts],
+        "switches": [{"name": "leaf-0", "tier": "leaf"}],
+        "links": [{"a": f"{h}/mlx5_0", "b": "leaf-0", "gbps": 200} for h in hosts],
+    }, source="test")
+    res, _ = sweep(topo, [], spec=spec)
+    rates = res.extra["signals"]["port-rate"]
+    assert rates["pass"] == {"min": 200.0}
+    assert {v["status"] for v in rates["values"].values()} == {"pass"}, rates
+    assert res.drain == [] and res.exit_code == 0

@@ -11,7 +11,7 @@ gpu-count      node     ``nvidia-smi -L``                                   >= s
 gpu-health     node     ``nvidia-smi -q`` (volatile uncorrectable ECC,      0 unhealthy GPUs
                         row remapping pending/failed, pending retirements)
 port-state     nic      ``/sys/class/infiniband/{nic}/ports/1/state``       4 (ACTIVE)
-port-rate      nic      ``/sys/class/infiniband/{nic}/ports/1/rate``        >= spec nic_gbps
+port-rate      nic      ``/sys/class/infiniband/{nic}/ports/1/rate``        >= the NICs' speed
 pcie-link      nic      ``.../device/{current,max}_link_{width,speed}``     current = max
 port-errors    nic      ``perfquery`` (IB) / ``ethtool -S`` (RoCE), read    growth <= 10
                         twice 5 s apart
@@ -24,6 +24,7 @@ NIC checks when its fabric is not InfiniBand or RoCE (the namespace lab's plain 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fabriccheck.specs import SignalSpec, TestSpec
@@ -89,8 +90,14 @@ _KERNEL_LOG = {"name": "kernel-log", "level": 1, "per": "node", "command": "dmes
                "timeout_s": 20}
 
 
-def preflight(spec: TestSpec, fabric: str) -> Preflight:
+def preflight(spec: TestSpec, fabric: str, nic_gbps: Sequence[float] = ()) -> Preflight:
     """The built-in preflight signals for ``spec`` on a ``fabric`` fabric.
+
+    ``nic_gbps`` are the line rates of the NICs in scope as the topology gives them: a port
+    must train at its own speed, not at the spec's (an EDR fabric judged against a 400G spec
+    would fail every port). With mixed speeds the slowest is the bound, and the run says so:
+    a port that trained down to a slower NIC's rate is then left to the traffic tests, never
+    drained on a bar that is not its own. Without them, the spec's ``nic_gbps``.
 
     >>> from fabriccheck.specs import load_spec
     >>> [s.name for s in preflight(load_spec("h100-ndr400-ib"), "infiniband").signals][:3]
@@ -111,7 +118,12 @@ def preflight(spec: TestSpec, fabric: str) -> Preflight:
                        "(gpus_per_node: 0)")
     rdma = spec.fabric in ("infiniband", "roce") and fabric in ("infiniband", "roce")
     if rdma:
-        entries += _nic_checks(fabric, spec.nic_gbps)
+        speeds = sorted({float(g) for g in nic_gbps if g and g > 0})
+        entries += _nic_checks(fabric, speeds[0] if speeds else spec.nic_gbps)
+        if len(speeds) > 1:
+            skipped.append(f"port-rate: NICs of {len(speeds)} speeds in scope "
+                           f"({', '.join(f'{g:g}' for g in speeds)} Gb/s): each port is held "
+                           f"to the slowest ({speeds[0]:g} Gb/s)")
     else:
         skipped.append(f"port-state, port-rate, pcie-link, port-errors: spec {spec.name} is "
                        f"for fabric {spec.fabric!r}, not InfiniBand or RoCE (no RDMA ports)")
