@@ -173,6 +173,8 @@ class RoundBuilder:
                 self.node_free(n) and n not in self.busy_gpus for n in nodes):
             return None
         rails = sorted(set.intersection(*(set(self.view.rails_of[n]) for n in nodes)))
+        if len(nodes) > 1 and not rails:
+            return None  # no rail in common: a collective over them would not use the fabric
         flows = ring_flows(nodes, rails, self.view)
         att = self.view.topology.attachment
         cross = [(f.src, f.dst) for f in flows if att.get(f.src) != att.get(f.dst)]

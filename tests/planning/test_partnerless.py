@@ -96,3 +96,17 @@ def test_no_nic_left_without_a_completed_test(hosts):
     res = sweep(fabric(hosts))
     touched = {e for o in res.observations if o.status == "pass" for e in o.test.nics}
     assert touched == {f"{h}/{n}" for h, nics in hosts.items() for n, _, _ in nics}
+
+
+def test_a_collective_needs_a_rail_in_common():
+    """Two hosts whose NICs sit on different rails share no ring: the builder refuses the
+    group (a collective over them would not cross the fabric; the simulator had no flows to
+    give it and crashed on an imported Voltaire dump)."""
+    from fabriccheck.planning.build import RoundBuilder
+    from fabriccheck.topology.view import FabricView
+
+    topo = fabric({"h1": [("mlx5_0", 0, "leaf-0")], "h2": [("mlx5_1", 1, "leaf-0")]})
+    spec = resolve_spec(None, topo)
+    b = RoundBuilder(1, FabricView(topo), spec, SweepPolicy())
+    assert b.add_group(("h1", "h2"), "sweep", probe="nccl") is None and b.tests == []
+    assert b.add_group(("h1",), "sweep", probe="nccl") is not None
