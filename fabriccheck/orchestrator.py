@@ -138,7 +138,7 @@ def _infer(ctx: RunContext, history: RunHistory, last: SignalState | None = None
     judged again only when a round brought new readings)."""
     readings = history.signal_observations
     sig = last if last is not None and last.readings == len(readings) else \
-        evaluate_signals(readings, ctx.signals)
+        evaluate_signals(readings, ctx.signals, ctx.view.peer_class)
     return merge_signal_verdicts(infer(history.observations, ctx.view), sig), sig
 
 

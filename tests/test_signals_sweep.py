@@ -180,3 +180,43 @@ def test_ports_are_held_to_their_own_speed_not_the_specs():
     assert rates["pass"] == {"min": 200.0}
     assert {v["status"] for v in rates["values"].values()} == {"pass"}, rates
     assert res.drain == [] and res.exit_code == 0
+
+
+def test_ports_of_another_speed_are_not_each_others_peers():
+    """A storage fabric with EDR (100G) and HDR (200G) ports, no fault: every port reads its
+    own rate; EDR ports are not outliers among HDR ones (an imported Selene storage fabric
+    listed 300 suspects), but a port reading below the others of its own speed still is."""
+    from fabriccheck.planning.preflight import preflight
+    from fabriccheck.topology.load import topology_from_dict
+
+    hosts = [f"h{i:02d}" for i in range(12)]
+    speed = {h: (100 if i < 4 else 200) for i, h in enumerate(hosts)}
+    topo = topology_from_dict({
+        "name": "mixed", "fabric": "infiniband", "gpus_per_node": 8,
+        "nodes": [{"name": h, "nics": [{"name": "mlx5_0", "rail": 0, "gbps": speed[h]}]}
+                  for h in hosts],
+        "switches": [{"name": "leaf-0", "tier": "leaf"}],
+        "links": [{"a": f"{h}/mlx5_0", "b": "leaf-0", "gbps": speed[h]} for h in hosts],
+    }, source="test")
+    spec = load_spec("h100-ndr400-ib")
+    res, _ = sweep(topo, [], spec=spec)
+    rates = res.extra["signals"]["port-rate"]["values"]
+    assert {v["status"] for v in rates.values()} == {"pass"}, rates
+    assert not [s for s in res.suspects if "mlx5_0" in s]
+    # one HDR port reading EDR speed: above the fabric's bar (100), below its own class
+    from dataclasses import replace
+
+    from fabriccheck.inference.signals import evaluate_signals, judge_signal
+    from fabriccheck.planning.signal_rounds import plan_signal_tests
+    from fabriccheck.topology.view import FabricView
+
+    view = FabricView(topo)
+    sigs = [s for s in preflight(spec, "infiniband", [100, 200]).signals if s.name == "port-rate"]
+    tests = plan_signal_tests(sigs, hosts, view, 1, spec.gpus_per_node)
+    raws = SimExecutor(topo, spec, FaultSet.from_dict({}), 0).run_round(tests)
+    obs = [judge_signal(t, r, sigs[0]) for t, r in zip(tests, raws, strict=True)]
+    obs = [replace(o, value=100.0) if o.test.nodes[0] == "h11" else o for o in obs]
+    state = evaluate_signals(obs, sigs, view.peer_class)
+    assert set(state.suspects) == {"h11/mlx5_0"} and not state.bad_nics
+    # without classes the four EDR ports would be the outliers
+    assert {f"{h}/mlx5_0" for h in hosts[:4]} <= set(evaluate_signals(obs, sigs).suspects)

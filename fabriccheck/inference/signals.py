@@ -24,7 +24,7 @@ reading cannot tell its members apart), never bad.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from fabriccheck.errors import ConfigError, ParseError
@@ -163,9 +163,13 @@ class SignalState:
         return {name: r.to_json() for name, r in sorted(self.by_signal.items())}
 
 
-def evaluate_signals(observations: Sequence[Observation], signals: Sequence[SignalSpec]
-                     ) -> SignalState:
-    """Judge every signal reading of the run so far (pure; see the module doc for the rules)."""
+def evaluate_signals(observations: Sequence[Observation], signals: Sequence[SignalSpec],
+                     peer_class: Callable[[str], object] | None = None) -> SignalState:
+    """Judge every signal reading of the run so far (pure; see the module doc for the rules).
+
+    ``peer_class`` maps a target (node or ``node/nic``) to its kind of part: only targets of
+    one class are each other's peers (the run passes a NIC's line rate, so an EDR port reading
+    100 Gb/s is not an outlier among HDR ports reading 200)."""
     specs = {s.name: s for s in signals}
     state = SignalState(readings=len(observations))
     for o in observations:
@@ -177,7 +181,7 @@ def evaluate_signals(observations: Sequence[Observation], signals: Sequence[Sign
     for r in state.by_signal.values():
         for target, obs in r.readings.items():
             _judge_target(r, target, obs, state)
-        _judge_peers(r, state)
+        _judge_peers(r, state, peer_class)
     return state
 
 
@@ -237,11 +241,21 @@ def _add(into: dict[str, Verdict], v: Verdict) -> None:
         old, reason=f"{old.reason}; {v.reason}", evidence=old.evidence + v.evidence)
 
 
-def _judge_peers(r: SignalReadings, state: SignalState) -> None:
-    """Passing values far from the signal's other values are suspects (never drained)."""
+def _judge_peers(r: SignalReadings, state: SignalState,
+                 peer_class: Callable[[str], object] | None = None) -> None:
+    """Passing values far from the signal's other values of the same class of part are
+    suspects (never drained)."""
+    classes: dict[object, dict[str, float]] = {}
+    for t, obs in r.readings.items():
+        if r.status.get(t) == "pass" and obs[-1].value is not None:
+            key = peer_class(t) if peer_class is not None else None
+            classes.setdefault(key, {})[t] = obs[-1].value
+    for latest in classes.values():
+        _judge_peer_class(r, latest, state)
+
+
+def _judge_peer_class(r: SignalReadings, latest: dict[str, float], state: SignalState) -> None:
     sig = r.spec
-    latest = {t: obs[-1].value for t, obs in r.readings.items()
-              if r.status.get(t) == "pass" and obs[-1].value is not None}
     if len(latest) < PEER_MIN_COUNT:
         return
     values = list(latest.values())

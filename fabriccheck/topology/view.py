@@ -65,6 +65,17 @@ class FabricView:
                 out[key[1]] += 1
         return dict(out)
 
+    def peer_class(self, target: str) -> float | None:
+        """What a node-local reading of ``target`` is compared with: a NIC (``node/nic``)
+        with NICs of its own line rate, a node with every node (None).
+
+        >>> from fabriccheck.topology.load import load_topology
+        >>> FabricView(load_topology("lab-4")).peer_class("host1/eth0")
+        1.0
+        """
+        nic = self.topology.nics.get(target)
+        return None if nic is None else nic.gbps
+
     def check_nodes(self, nodes: list[str], source: str = "--nodes") -> None:
         """Raise a one-line ConfigError when a node is not in the topology."""
         unknown = [n for n in nodes if n not in self.topology.nodes]
