@@ -230,7 +230,10 @@ def plan_link_probes(
     on two independent pairs is ~glitch_rate² per suspect, and one passing probe clears it. The
     probes' endpoints passed other tests, so they are their own controls.
     ``avoid``: other uncleared links on the failing paths (a group's rivals): probes cross
-    none of them either, so a probe's path shares only the suspect link with the failures.
+    none of them either, so a probe's path shares only the suspect link with the failures,
+    and probes use NICs other than the failing flows' own where the routes allow (else those,
+    else crossing rivals: a dead switch leaves no route across one of its links that avoids
+    the others).
     RoCE: fresh flows between the two leaves (see :func:`_roce_leaf_probes`).
     """
     made = 0
@@ -240,11 +243,20 @@ def plan_link_probes(
     seen = {frozenset((nic_node(s), nic_node(d))) for _, s, d in flows}
     rng = random.Random(f"probe:{seed}:{b.round_no}")
     shun = set(candidates) | set(avoid)
+    # NICs of the failing flows: a probe without them cannot fail for them (a NIC the
+    # failures share is the competing hypothesis), so they are used only when nothing else fits
+    ends = {n for _, s, d in flows for n in (s, d)}
+    fresh = good_nics - ends
     for link in candidates[:8]:
         for _ in range(per_link):
-            t = _probe_one(link, shun, b, good_nics, seen, rng, search_limit)
-            if t is None and avoid:  # every route across it crosses a rival (a dead switch)
-                t = _probe_one(link, set(candidates), b, good_nics, seen, rng, search_limit)
+            t = None
+            for pool, shunned in ((fresh, shun), (good_nics, shun), (fresh, set(candidates)),
+                                  (good_nics, set(candidates))):
+                if shunned is not shun and not avoid:
+                    break  # no rivals: the second half would repeat the first
+                t = _probe_one(link, shunned, b, pool, seen, rng, search_limit)
+                if t is not None:
+                    break
             if t is None:
                 break
             seen.add(frozenset(t.nodes))  # the next probe of this link: another node pair
