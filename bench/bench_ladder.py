@@ -5,7 +5,8 @@ Faults: about 1% of nodes, a mix of ``gpu_link_degraded`` (1x only), ``node_slow
 ``nic_degraded`` and ``node_hang``. Prints per size: rounds (ladder + follow-up), tests,
 simulated test seconds per level (the longest test of each of the level's rounds, summed; the
 1x runs beside the first rail-pair round, so "2x ib" includes it) and in total, precision and
-recall of the drain list against the injected node/NIC faults, and CPU seconds of the whole run.
+recall of the drain list against the injected node/NIC faults, the round by which every node,
+NIC and hang verdict was reached ("n/NIC"), and CPU seconds of the whole run.
 
 Run: ``python bench/bench_ladder.py [--quick]`` (``--quick``: up to 1,024 nodes).
 """
@@ -85,7 +86,9 @@ def one(n: int, seed: int = 1) -> dict:
     truth = set(fs.drain_nodes())
     drained = set(res.drain)
     tp = len(truth & drained)
-    return {"nodes": n, "rounds": res.rounds, "tests": res.tests,
+    vr = res.extra.get("verdict_rounds", {})
+    dev = max((r for k, r in vr.items() if " -- " not in k), default=0)
+    return {"nodes": n, "rounds": res.rounds, "verdict": dev, "tests": res.tests,
             "levels": dict(per_level), "total": res.test_seconds,
             "precision": tp / len(drained) if drained else 1.0,
             "recall": tp / len(truth) if truth else 1.0, "cpu": cpu,
@@ -95,13 +98,13 @@ def one(n: int, seed: int = 1) -> dict:
 def main(argv: list[str]) -> int:
     sizes = [s for s in SIZES if s <= 1024] if "--quick" in argv else list(SIZES)
     cols = ("2x ib (+1x)", "2x nccl", "4x nccl", "8x nccl", "follow-up")
-    print("| nodes | rounds | tests | " + " | ".join(f"{c} s" for c in cols)
+    print("| nodes | rounds | n/NIC | tests | " + " | ".join(f"{c} s" for c in cols)
           + " | total s | precision | recall | CPU s |")
-    print("|" + "---|" * (len(cols) + 7))
+    print("|" + "---|" * (len(cols) + 8))
     for n in sizes:
         r = one(n)
         lv = " | ".join(f"{r['levels'].get(c, 0.0):.0f}" for c in cols)
-        print(f"| {n} | {r['rounds']} | {r['tests']} | {lv} | {r['total']:.0f} | "
+        print(f"| {n} | {r['rounds']} | {r['verdict']} | {r['tests']} | {lv} | {r['total']:.0f} | "
               f"{r['precision']:.2f} | {r['recall']:.2f} | {r['cpu']:.1f} |", flush=True)
         if r["false"] or r["missed"]:
             print(f"  false drains {r['false']}, missed {r['missed']}")

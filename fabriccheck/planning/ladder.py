@@ -222,13 +222,17 @@ def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
     localization, bisection), then carve the nodes left free: suspects are settled while the
     ladder climbs instead of after it (node/NIC verdicts by round 3). Rounds of 4x/8x groups,
     which leave blamed nodes out, also retest the 1x of nodes whose 1x failed (``tries``
-    counts retests, as follow-up rounds do)."""
+    counts retests, as follow-up rounds do); so do the second rail-pair round's nodes (a 1x
+    beside ib_write_bw), so a node-internal verdict comes by round 3."""
     probe = group_probe(ctx)
+    tries = {} if tries is None else tries
     if step.pairs:
         b = ctx.builder(history)
         if step.with_solo:
             for n in ctx.active(inf):
                 b.add_solo(n, probe)  # type: ignore[arg-type]
+        else:  # 1x retests beside the rail pairs too: a node-internal verdict by round 3
+            _retest_solo(b, inf, probe, tries)
         return plan_sweep_round(ctx, step.carving, inf, history, memory.rails, builder=b)
     if step.level == 1:
         b = ctx.builder(history)
@@ -241,10 +245,7 @@ def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
     if step.level == 2:
         pctx = replace(ctx, policy=ctx.policy.with_(pair_probe=probe))
         return plan_sweep_round(pctx, step.carving, inf, history, memory.pairs, builder=b)
-    tries = {} if tries is None else tries
-    for node in sorted(inf.intra_suspects):
-        if probe and tries.get("solo:" + node, 0) < 2 and b.add_solo(node, probe, "confirm"):
-            tries["solo:" + node] = tries.get("solo:" + node, 0) + 1
+    _retest_solo(b, inf, probe, tries)
     active = [n for n in ctx.active(inf) if n not in inf.blamed_nodes
               and b.node_free(n) and n not in b.busy_gpus]
     if step.level == JOB:
@@ -258,6 +259,14 @@ def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
         for n in t.nodes:
             memory.met[step.level][n].update(set(t.nodes) - {n})
     return b.tests
+
+
+def _retest_solo(b: RoundBuilder, inf: Inference, probe: str | None,
+                 tries: dict[str, int]) -> None:
+    """Nodes whose 1x failed run it again alone (twice at most, counted in ``tries``)."""
+    for node in sorted(inf.intra_suspects):
+        if probe and tries.get("solo:" + node, 0) < 2 and b.add_solo(node, probe, "confirm"):
+            tries["solo:" + node] = tries.get("solo:" + node, 0) + 1
 
 
 def _leaf(ctx: RunContext, node: str) -> tuple[str, ...]:
