@@ -159,6 +159,7 @@ def infer(
             for n in o.test.nodes:
                 passes_of[n].append(o)
     cands_of = {o.test.test_id: c for o, c in zip(fx.live, fx.cands, strict=True)}
+    unsure = set(fx.ambiguous) | set(fx.shared)  # possible ECMP contention
     n_nics = len({x for o in observations for x in o.test.nics})
     rivalled: list[Observation] = []  # a suspect node's failures a switch explains as well
     devices = {nic_node(c[1]) for c in chosen.values() if c[0] != "link"}
@@ -173,8 +174,10 @@ def infer(
         elif comp[0] == "nic":
             _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned,
                        passes_of.get(nic_node(comp[1]), ()),
-                       star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics),
-                       no_common_link=not _common_link(by_comp[comp], cands_of, view))
+                       star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics,
+                                  unsure=unsure),
+                       no_common_link=not _common_link(by_comp[comp], cands_of, view,
+                                                       unsure))
     _co_suspects(fx.live, fx.cands, chosen, inf)
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
@@ -400,7 +403,7 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
 
 def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
           inf: Inference, view: FabricView, n_nics: int, glitch_rate: float = 0.02,
-          alpha: float = 0.01) -> str:
+          alpha: float = 0.01, unsure: set[str] | frozenset[str] = frozenset()) -> str:
     """Why ``nic`` is the only part that explains its failures, or "" when it is not.
 
     For jobs too small for a proven-good partner on the NIC's rail (every same-rail NIC in
@@ -420,9 +423,7 @@ def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
             or not partners <= inf.good_nodes
             or glitch_rate ** len(obs) * max(1, n_nics) >= alpha):
         return ""
-    # links surely on each failing path (on RoCE a flow takes one of its ECMP paths: only the
-    # links every path shares can explain every failure), not cleared by a pass
-    if _common_link(obs, cands_of, view):
+    if _common_link(obs, cands_of, view, unsure):
         return ""
     return (f"the only part common to {len(obs)} failures with {len(partners)} partners whose "
             f"nodes passed other tests, in {len(rounds)} rounds; no link lies on all its "
@@ -430,12 +431,15 @@ def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
 
 
 def _common_link(obs: list[Observation], cands_of: Mapping[str, list[Comp]],
-                 view: FabricView) -> bool:
-    """Whether one un-cleared link lies surely on every failing path of ``obs`` (on RoCE a
-    flow takes one of its ECMP paths: only links every path shares can explain every
-    failure)."""
+                 view: FabricView, unsure: set[str] | frozenset[str] = frozenset()) -> bool:
+    """Whether one un-cleared link may lie on every failing path of ``obs`` (on RoCE any link
+    of a flow's ECMP set may be the one it took: a link on every set could explain them
+    all, so it blocks). A failure that may be ECMP contention (``unsure``: its links were
+    set aside) blocks too: a link may well explain it."""
+    if any(o.test.test_id in unsure for o in obs):
+        return True
     links = [{name for kind, name in cands_of.get(o.test.test_id, ()) if kind == "link"}
-             & set().union(*(view.flow_links(f)[0] for f in o.test.flows)) for o in obs]
+             for o in obs]
     return bool(links and set.intersection(*links))
 
 
@@ -455,8 +459,8 @@ def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: 
     # a job too small for two partner nodes: confirmations pinned to it against two or more
     # different proven-good NICs (other rails of its partner, its own node's other NICs
     # through the switch, HCA loopback) say its only partner is not what fails
-    # (or, across leaves, with no device but it left to blame and no link surely on every
-    # one of its failing paths)
+    # (or, across leaves, with no device but it left to blame and no link that may lie on
+    # every one of its failing paths)
     pinned_obs = [o for o in obs if o.test.purpose == "confirm"
                   and (pinned.get(o.test.test_id) == node
                        or (no_common_link and all(x in inf.good_nics for x in o.test.nics

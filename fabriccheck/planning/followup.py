@@ -72,7 +72,7 @@ class GoodPool:
         NIC passed a test (a failure still pins the suspect); then a known-good same-leaf node
         it met before; then an un-cleared local node (a pass clears both); only then a
         known-good node elsewhere (its test crosses links, which may be what fails). A partner
-        it has not met, on any leaf, comes before one it met on a leaf that is not its own
+        it has not met on another leaf comes before one it met
         (the same pair again is no new evidence: choice never loops on a small leaf).
         ``same_leaf`` keeps to the suspect's leaf (the round's links across leaves are taken).
         """
@@ -95,7 +95,7 @@ class GoodPool:
                     return node
                 offer(2, node)
             else:
-                offer(3.4 if node not in met else 5, node)
+                offer(5, node)
         for node in sorted(local):
             other = self.view.rails_of[node].get(rail)
             if node in exclude or other is None or not b.nic_free(other, way):
