@@ -175,9 +175,7 @@ def infer(
             _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned,
                        passes_of.get(nic_node(comp[1]), ()),
                        star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics,
-                                  unsure=unsure),
-                       no_common_link=not _common_link(by_comp[comp], cands_of, view,
-                                                       unsure))
+                                  unsure=unsure))
     _co_suspects(fx.live, fx.cands, chosen, inf)
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
@@ -445,7 +443,7 @@ def _common_link(obs: list[Observation], cands_of: Mapping[str, list[Comp]],
 
 def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int,
                pinned: dict[str, str], node_passes: Sequence[Observation] = (),
-               star: str = "", no_common_link: bool = False) -> None:
+               star: str = "") -> None:
     node = nic_node(nic)
     partners = _partners(node, obs)
     confirmed = any(o.test.purpose == "confirm" and pinned.get(o.test.test_id) == node
@@ -459,12 +457,8 @@ def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: 
     # a job too small for two partner nodes: confirmations pinned to it against two or more
     # different proven-good NICs (other rails of its partner, its own node's other NICs
     # through the switch, HCA loopback) say its only partner is not what fails
-    # (or, across leaves, with no device but it left to blame and no link that may lie on
-    # every one of its failing paths)
     pinned_obs = [o for o in obs if o.test.purpose == "confirm"
-                  and (pinned.get(o.test.test_id) == node
-                       or (no_common_link and all(x in inf.good_nics for x in o.test.nics
-                                                  if x != nic)))]
+                  and pinned.get(o.test.test_id) == node]
     against = {x for o in pinned_obs for x in o.test.nics if x != nic} | {
         nic for o in pinned_obs if o.test.nics == (nic,)}
     if len(partners) >= 2 and confirmed and len(obs) >= confirmed_min:
