@@ -97,7 +97,8 @@ def test_recheck_samples_run_in_waves_of_one_round():
             assert all((a, b) in view.flow_links(o.test.flows[0])[0] for o in obs)
         else:
             assert all(part in o.test.nics for o in obs)
-    assert res.rounds <= 3
+    # the recheck rides in the ladder's rounds or adds one at most (noise only: no follow-ups)
+    assert res.rounds <= len(res.extra["ladder"]["steps"]) + 1
 
 
 @pytest.mark.parametrize("seed", range(4))
