@@ -169,7 +169,7 @@ class RoundBuilder:
         probe = probe or (self.policy.scale_probe if self.policy.per_rail
                           else self.policy.pair_probe)
         nodes = tuple(nodes)
-        if len(set(nodes)) != len(nodes) or not all(
+        if not nodes or len(set(nodes)) != len(nodes) or not all(
                 self.node_free(n) and n not in self.busy_gpus for n in nodes):
             return None
         rails = sorted(set.intersection(*(set(self.view.rails_of[n]) for n in nodes)))

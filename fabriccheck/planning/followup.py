@@ -148,24 +148,35 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
     used = used if used is not None else set()
     used.add(node)
     for direction in directions:
-        way = "rx" if direction == "client" else "tx"  # what the partner's NIC does
-        tried: set[str] = set()
-        for _ in range(_PARTNER_TRIES):  # a partner across leaves may find its links taken
-            partner = pool.take_nic_partner(nic, rail, b, good_nics, used | tried, way,
-                                            local, met, same_leaf=len(tried) >= 3)
-            if partner is None:
-                break
-            client, server = (node, partner) if direction == "client" else (partner, node)
-            if b.add_flow(client, server, rail, "confirm") is not None:
-                used.add(partner)
-                made += 1
-                break
-            tried.add(partner)
+        made += _confirm_against_one(nic, rail, direction, b, pool, good_nics, used, local, met)
     return made
 
 
 #: partners tried per confirmation test before giving up for the round
 _PARTNER_TRIES = 6
+
+
+def _confirm_against_one(nic: str, rail: int, direction: str, b: RoundBuilder, pool: GoodPool,
+                         good_nics: set[str], taken: set[str], local: Sequence[str],
+                         met: frozenset[str]) -> int:
+    """One confirmation test of ``nic`` (``direction``: it is the client or the server)
+    against a known-good partner not in ``taken``; a partner across leaves may find its links
+    taken this round, so up to :data:`_PARTNER_TRIES` are tried (the suspect's own leaf after
+    three). Adds the partner to ``taken``; returns 1 when a test was planned, else 0."""
+    node = nic_node(nic)
+    way = "rx" if direction == "client" else "tx"  # what the partner's NIC does
+    tried: set[str] = set()
+    for _ in range(_PARTNER_TRIES):
+        partner = pool.take_nic_partner(nic, rail, b, good_nics, taken | tried, way,
+                                        local, met, same_leaf=len(tried) >= 3)
+        if partner is None:
+            return 0
+        client, server = (node, partner) if direction == "client" else (partner, node)
+        if b.add_flow(client, server, rail, "confirm") is not None:
+            taken.add(partner)
+            return 1
+        tried.add(partner)
+    return 0
 
 
 def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
@@ -190,21 +201,9 @@ def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set
         return made
     for direction in ("client",) if hang else directions:
         for r in rails:
-            nic = b.view.rails_of[node][r]
-            way = "rx" if direction == "client" else "tx"
             taken = used.setdefault(r, {node}) if used is not None else {node}
-            tried: set[str] = set()
-            for _ in range(_PARTNER_TRIES):  # across leaves its links may be taken
-                partner = pool.take_nic_partner(nic, r, b, good_nics, taken | tried, way,
-                                                local, met, same_leaf=len(tried) >= 3)
-                if partner is None:
-                    break
-                client, server = (node, partner) if direction == "client" else (partner, node)
-                if b.add_flow(client, server, r, "confirm") is not None:
-                    taken.add(partner)
-                    made += 1
-                    break
-                tried.add(partner)
+            made += _confirm_against_one(b.view.rails_of[node][r], r, direction, b, pool,
+                                         good_nics, taken, local, met)
     return made
 
 

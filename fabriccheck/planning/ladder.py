@@ -249,7 +249,9 @@ def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
     active = [n for n in ctx.active(inf) if n not in inf.blamed_nodes
               and b.node_free(n) and n not in b.busy_gpus]
     if step.level == JOB:
-        b.add_group(sorted(active, key=lambda n: (ctx.view.pod(n), n)), "scale", probe=probe)
+        if len(active) >= 2:  # every node blamed or out of play: nothing left to run together
+            b.add_group(sorted(active, key=lambda n: (ctx.view.pod(n), n)), "scale",
+                        probe=probe)
         return b.tests
     groups = carve_groups(active, step.level, ctx, step.carving, memory.met[step.level])
     _add_groups(b, groups, ctx, probe, step.carving)  # type: ignore[arg-type]

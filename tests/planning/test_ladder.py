@@ -98,3 +98,21 @@ def test_spec_levels_are_validated_and_used():
     assert spec_from_dict({**data, "levels": [8, 1]}, source="s.yaml").levels == (1, 8)
     with pytest.raises(ConfigError, match="levels"):
         spec_from_dict({**data, "levels": [1, 3]}, source="s.yaml")
+
+
+def test_gate_whose_job_collective_has_nobody_left_to_run():
+    """A 4-node gate where one node is unreachable and another is slow: once the pairs have
+    blamed them, fewer than two nodes may be left for the job's collective; the gate goes on
+    without it (it crashed on an empty group: bench_scenarios small_jobs, ib-rail, seed 1)."""
+    from fabriccheck.policy import GatePolicy
+    from tests.scenarios import scenario
+
+    sc = scenario("small_jobs", "ib-rail", 1)
+    topo, faults, nodes, mode = sc
+    assert mode == "gate" and len(nodes) == 4
+    spec = resolve_spec(None, topo)
+    fs = FaultSet.from_dict(faults)
+    res = run("gate", nodes, topo, spec, SimExecutor(topo, spec, fs, seed=1),
+              GatePolicy(seed=1))
+    assert set(res.unreachable) == set(fs.unreachable_nodes()) and res.exit_code == 1
+    assert not set(res.drain) - set(fs.bad_nodes())
