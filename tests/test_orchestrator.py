@@ -178,8 +178,11 @@ def test_1024_nodes_fault_mix(fabric_kind):
     check(res, fs, topo)
     rounds = res.extra["verdict_rounds"]
     assert max(r for name, r in rounds.items() if " -- " not in name) <= 4  # devices
-    # links (RoCE too, since pinned flows have learned paths): a verdict within 5 rounds
-    assert max((r for name, r in rounds.items() if " -- " in name), default=0) <= 5
+    # links: IB within 5 rounds (its link probes ride in the ladder's rounds); RoCE within 5
+    # rounds after the ladder (flows aimed at small sets ride in it, but the leaf-pair sampling
+    # batches that make the sets small need the nodes the ladder's groups own)
+    bar = 5 if fabric_kind == "infiniband" else LADDER_ROUNDS + 5
+    assert max((r for name, r in rounds.items() if " -- " in name), default=0) <= bar
     if fabric_kind == "infiniband":  # 32 groups x 32 spines: every link separable, so exact
         assert {link_key(*lk) for lk in res.bad_links} == {link_key(*lk) for lk in fs.bad_links()}
 

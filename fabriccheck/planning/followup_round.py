@@ -36,9 +36,9 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
                         ) -> list[Test]:
     """Every follow-up step that finds room this round, strongest evidence first (added to
     ``builder`` when given: a ladder round whose groups take the nodes left over;
-    ``confirm_only``: only 1x retests, confirmations of suspect nodes, NICs and hangs, and
-    InfiniBand link probes, which take few nodes; RoCE sampling waits for the end of the
-    ladder)."""
+    ``confirm_only``: only 1x retests, confirmations of suspect nodes, NICs and hangs,
+    InfiniBand link probes and RoCE flows aimed at small candidate sets, which take few nodes;
+    RoCE sampling batches wait for the end of the ladder)."""
     b = builder or ctx.builder(history)
     pool = GoodPool(inf.known_good() - set(bisect.culprits) - bisect.suspects, ctx.view,
                     ctx.policy.seed, b.round_no)
@@ -49,6 +49,8 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
             _count(tries, node)
     if ctx.policy.localize and ctx.view.fabric == "infiniband":
         _localize_ib(ctx, inf, b, tries)  # a few probe flows per candidate set
+    elif ctx.policy.localize:
+        _probe_learned_roce_links(ctx, inf, b, tries)  # RoCE: flows aimed at small sets
     if confirm_only:
         return b.tests
     _retest_shadowed(ctx, history, inf, b, pool, tries)

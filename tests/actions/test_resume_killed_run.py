@@ -81,7 +81,7 @@ def test_killed_sweep_resumes_to_the_same_verdicts(tmp_path):
     assert counter[0].ran == fresh_counter[0].ran - replayed_tests
     assert (resumed.drain, resumed.bad_nics, resumed.hung, resumed.bad_links) == (
         fresh.drain, fresh.bad_nics, fresh.hung, fresh.bad_links)
-    assert resumed.drain == ["node-017", "node-033", "node-040"]
+    assert resumed.drain == ["node-017", "node-033", "node-040", "node-058"]  # the demo faults
     with Store(db) as s:
         rec = s.run(run_id)
         assert rec.status == "finished" and rec.rounds == resumed.rounds
