@@ -24,9 +24,8 @@ from tests.conftest import REPO
 
 CORPUS = REPO.parent / "shared" / "corpus" / "topologies"
 ENTRIES = json.loads((CORPUS / "expected.json").read_text()) if CORPUS.is_dir() else []
-pytestmark = [pytest.mark.skipif(not CORPUS.is_dir(),
-                                 reason=f"third-party corpus not present at {CORPUS}"),
-              pytest.mark.slow]
+pytestmark = pytest.mark.skipif(not CORPUS.is_dir(),
+                                reason=f"third-party corpus not present at {CORPUS}")
 
 
 def _check_module():
