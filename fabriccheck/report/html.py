@@ -22,6 +22,7 @@ from fabriccheck.models import HEALTHY, PASS, Observation, RunResult, Verdict, n
 from fabriccheck.report.advice import Headline, headline, next_steps
 from fabriccheck.report.charts import render_nic_bars, render_sparkline, render_timeline
 from fabriccheck.report.heatmaps import render_pair_matrix, render_rail_heatmap
+from fabriccheck.report.ladder_table import ladder_context, ladder_table
 from fabriccheck.report.signals_table import signal_rows
 from fabriccheck.report.topology_svg import DETAIL_MAX_NODES, render_topology
 from fabriccheck.report.view import (
@@ -252,6 +253,7 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
         rail_wide=len(view.run_nodes) > 64,
         rail_svg=rail[0] if rail else None,
         rail_caption=rail[1] if rail else "",
+        ladder=ladder_context(ladder_table(result, list(view.run_nodes))),
         blamed=blamed,
         blamed_more=max(0, len(blamed_nodes) - BLAMED_MAX),
         timeline_svg=render_timeline(result),

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ("advice", "charts", "svg", "tabular", "view")
+MODULES = ("advice", "charts", "ladder_table", "signals_table", "svg", "tabular", "view")
 
 
 @pytest.mark.parametrize("name", MODULES)
