@@ -28,7 +28,8 @@ family, one row per topology kind (and mode), then a summary across families. Co
   result does not list (their node not drained, hung or unreachable).
 - **rounds** mean/max (the whole run: the 1x/2x/4x/8x ladder alone is 8 rounds); **over bar**:
   runs whose last verdict (``verdict_rounds``: every bad, hung, unreachable and link verdict)
-  came later than issue 12 allows (round 3; 5 when a link fault is injected); **CPU s** the whole run (simulator included), summed.
+  came later than issue 12 allows (round 3; 5 when a link fault is injected); **CPU s** the
+  whole run (simulator included), summed.
 - summary **exit ≠ reported**: runs whose result carries its own ``exit_code`` (attribute or
   ``extra``) different from the one computed here ('-' while results carry none).
 
