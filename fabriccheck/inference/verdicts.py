@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fabriccheck.inference.attribute import Inference, link_name
 from fabriccheck.inference.localize import LinkGroup
@@ -45,13 +45,21 @@ def build_result(
     policy: SweepPolicy, end: RunEnd,
 ) -> RunResult:
     """Assemble the :class:`RunResult` (the ``--json`` contract) of a finished run."""
-    bad_nodes = {**inf.bad_nodes, **_scale_bad(end, inf)}
+    slow_fabric = bool(history.warnings)  # uniformly slow: at-scale tests sit at the floor
+    scale_bad = _scale_bad(end, inf)
+    scale_open = {} if not slow_fabric else {
+        n: replace(v, state=SUSPECT, reason=v.reason + "; not convicted: the fabric is "
+                   "uniformly slow (see fabric_warnings), so its groups' tests sit at the floor "
+                   "and a bisection half passing or failing is noise")
+        for n, v in scale_bad.items()}
+    bad_nodes = {**inf.bad_nodes, **({} if slow_fabric else scale_bad)}
     bad_nics = _bad_nics(bad_nodes, inf, view)
     drain = set(bad_nodes) | {nic_node(n) for n in bad_nics} | set(inf.hung)
-    scale_open = {n: Verdict("node", n, SUSPECT, "failed every 4x/8x group it was in; its "
-                             "bisection part crossed spines, so a link explains it as well: "
-                             "needs a test that stays on its leaves") for n in end.scale_suspects
-                  if n not in drain and n not in inf.blamed_nodes}
+    scale_open.update({n: Verdict("node", n, SUSPECT, "failed every 4x/8x group it was in; "
+                                  "its bisection part crossed spines, so a link explains it as "
+                                  "well: needs a test that stays on its leaves")
+                       for n in end.scale_suspects
+                       if n not in drain and n not in inf.blamed_nodes and n not in scale_open})
     undecided = {k: v for k, v in inf.flakiness.undecided.items()
                  if v.kind == "link" or nic_node(k) not in drain}
     suspects = sorted(

@@ -116,3 +116,22 @@ def test_gate_whose_job_collective_has_nobody_left_to_run():
               GatePolicy(seed=1))
     assert set(res.unreachable) == set(fs.unreachable_nodes()) and res.exit_code == 1
     assert not set(res.drain) - set(fs.bad_nodes())
+
+
+@pytest.mark.parametrize("kind,seed", [("ib-rail", 2), ("roce-rail", 2), ("ib-rail", 0)])
+def test_a_uniformly_slow_fabric_drains_nobody_at_scale(kind, seed):
+    """Every link and NIC at 80 %: the 4x/8x groups sit at their floor, so a bisection half
+    that fails while the other passes is noise, not a node that fails only at scale. The run
+    warns about the fabric (exit 1) and drains nobody; such nodes stay suspects (these seeds
+    drained 3 and 2 healthy nodes when bisection convicted them)."""
+    from fabriccheck.policy import BisectPolicy, GatePolicy
+    from tests.scenarios import scenario
+
+    policies = {"sweep": SweepPolicy, "gate": GatePolicy, "bisect": BisectPolicy}
+
+    topo, faults, nodes, mode = scenario("fabric_slow", kind, seed)
+    spec = resolve_spec(None, topo)
+    res = run(mode, nodes, topo, spec, SimExecutor(topo, spec, FaultSet.from_dict(faults), seed),
+              policies[mode](mode=mode, seed=seed))
+    assert res.fabric_warnings and res.exit_code == 1
+    assert res.drain == [] and res.bad_nodes == []
