@@ -25,13 +25,11 @@ from fabriccheck.faults import FaultSet  # noqa: E402
 from fabriccheck.inference.attribute import link_name  # noqa: E402
 from fabriccheck.models import link_key  # noqa: E402
 from fabriccheck.orchestrator import run  # noqa: E402
-from fabriccheck.planning.build import RoundBuilder  # noqa: E402
-from fabriccheck.planning.cover import plan_sweep_rail_pairs  # noqa: E402
-from fabriccheck.planning.pairing import pair_key  # noqa: E402
 from fabriccheck.policy import SweepPolicy  # noqa: E402
 from fabriccheck.specs import resolve_spec  # noqa: E402
 from fabriccheck.topology import generate, load_topology  # noqa: E402
 from fabriccheck.topology.view import FabricView  # noqa: E402
+from tests.planning.fabrics import two_carvings  # noqa: E402
 
 
 def fattree3_4096():
@@ -44,25 +42,9 @@ def fattree3_4096():
 
 def carvings(topo, seed: int) -> tuple[dict, float]:
     """Switch-link coverage of sweep rounds 1 and 2 as planned (no simulator), and seconds."""
-    view, spec = FabricView(topo), resolve_spec(None, topo)
-    avoid: dict = {}
-    cross: dict = {}
-    served: dict = {}
-    covered: set = set()
-    flows = []
     t0 = time.monotonic()
-    for k in (1, 2):
-        plans = plan_sweep_rail_pairs(topo.nodes, view, round_no=k, seed=seed, avoid=avoid,
-                                      prev_cross=cross, prev_served=served, covered=covered)
-        b = RoundBuilder(k, view, spec, SweepPolicy())
-        for rail, plan in plans.items():
-            for c, s in plan.pairs:
-                b.add_flow(c, s, rail, check_links=False)
-            avoid.setdefault(rail, set()).update(pair_key(*p) for p in plan.pairs)
-            cross[rail] = plan.cross
-            served[rail] = served.get(rail, frozenset()) | plan.served
-        flows += [f for t in b.tests for f in t.flows]
-    return view.coverage(flows), time.monotonic() - t0
+    _view, _plans, cov = two_carvings(topo, seed)
+    return cov, time.monotonic() - t0
 
 
 def one_case(topo, seed: int, kind: str) -> dict:

@@ -14,37 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabriccheck.models import link_key
-from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.cover import plan_sweep_rail_pairs
 from fabriccheck.planning.pairing import pair_key
-from fabriccheck.policy import SweepPolicy
-from fabriccheck.specs import resolve_spec
 from fabriccheck.topology import generate, load_topology
 from fabriccheck.topology.view import FabricView
-
-
-def two_carvings(topo, seed: int) -> tuple[FabricView, list[dict], dict]:
-    """Plan rounds 1 and 2 as the sweep does; return the view, the plans and the coverage."""
-    view = FabricView(topo)
-    spec = resolve_spec(None, topo)
-    avoid: dict = {}
-    cross: dict = {}
-    served: dict = {}
-    covered: set = set()
-    plans, flows = [], []
-    for k in (1, 2):
-        got = plan_sweep_rail_pairs(topo.nodes, view, round_no=k, seed=seed, avoid=avoid,
-                              prev_cross=cross, prev_served=served, covered=covered)
-        b = RoundBuilder(k, view, spec, SweepPolicy())
-        for rail, plan in got.items():
-            for c, s in plan.pairs:
-                b.add_flow(c, s, rail, check_links=False)
-            avoid.setdefault(rail, set()).update(pair_key(*p) for p in plan.pairs)
-            cross[rail] = plan.cross
-            served[rail] = served.get(rail, frozenset()) | plan.served
-        plans.append(got)
-        flows += [f for t in b.tests for f in t.flows]
-    return view, plans, view.coverage(flows)
+from tests.planning.fabrics import two_carvings
 
 
 def check_invariants(view: FabricView, plans: list[dict]) -> None:
