@@ -33,10 +33,10 @@ from fabriccheck.planning.planner import (
     RoundPlan,
     RunContext,
 )
-from fabriccheck.planning.preflight import preflight
+from fabriccheck.planning.preflight import run_signals
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.run_history import RoundRecord, RunHistory
-from fabriccheck.specs import SignalSpec, TestSpec
+from fabriccheck.specs import TestSpec
 from fabriccheck.topology.model import Topology
 from fabriccheck.topology.view import FabricView
 
@@ -82,8 +82,7 @@ def run(
         raise ConfigError("no nodes to test", source="--nodes", hint="give --nodes or a topology")
     view.check_nodes(nodes)
     scope = set(nodes)
-    speeds = [topology.nics[x].gbps for n in nodes for x in view.rails_of[n].values()]
-    signals, skipped = run_signals(spec, topology.fabric, policy, speeds)
+    signals, skipped = run_signals(spec, topology, nodes, policy)
     ctx = RunContext(mode, tuple(nodes), view, spec, policy,
                      tuple(n for n in log_suspects if n in scope), signals)
     planner = Planner(ctx)
@@ -98,20 +97,6 @@ def run(
     if learner is not None and learner.stats.pinned_flows:
         result.extra["path_learning"] = learner.stats.to_json()
     return result
-
-
-def run_signals(spec: TestSpec, fabric: str, policy: SweepPolicy,
-                nic_gbps: Sequence[float] = ()) -> tuple[tuple[SignalSpec, ...], tuple[str, ...]]:
-    """The run's signals: the built-in preflight (unless ``policy.preflight`` is off), the
-    spec's ``signals:`` and ``policy.signals`` (``--signals``); a later one replaces an earlier
-    one of the same name. Also the reasons any preflight check was skipped (``nic_gbps``: the
-    line rates of the NICs in scope, the ports' bar)."""
-    pre = preflight(spec, fabric, nic_gbps) if policy.preflight else None
-    skipped = pre.skipped if pre else ("preflight off (--no-preflight)",)
-    by_name: dict[str, SignalSpec] = {}
-    for s in (*(pre.signals if pre else ()), *spec.signals, *policy.signals):
-        by_name[s.name] = s
-    return tuple(by_name.values()), skipped
 
 
 def add_signal_results(result: RunResult, sig: SignalState, history: RunHistory,

@@ -175,6 +175,11 @@ def test_ports_are_held_to_their_own_speed_not_the_specs():
         "switches": [{"name": "leaf-0", "tier": "leaf"}],
         "links": [{"a": f"{h}/mlx5_0", "b": "leaf-0", "gbps": 200} for h in hosts],
     }, source="test")
+    # the loop and the CLI's history recorder take their signals from one function
+    from fabriccheck.planning.preflight import run_signals
+
+    signals, _ = run_signals(spec, topo, hosts, SweepPolicy())
+    assert next(s for s in signals if s.name == "port-rate").pass_min == 200.0
     res, _ = sweep(topo, [], spec=spec)
     rates = res.extra["signals"]["port-rate"]
     assert rates["pass"] == {"min": 200.0}

@@ -59,7 +59,8 @@ class _Progress:
 
 
 def _session_run(mode, s: Setup, policy, session, opts: RunOptions, log_suspects) -> RunResult:
-    from fabriccheck.orchestrator import run, run_signals
+    from fabriccheck.orchestrator import run
+    from fabriccheck.planning.preflight import run_signals
 
     nodes = session.select_nodes(s.nodes, explicit=s.explicit, known=s.topology.nodes)
     if not (opts.quiet or opts.json_):
@@ -68,7 +69,7 @@ def _session_run(mode, s: Setup, policy, session, opts: RunOptions, log_suspects
                   highlight=False)  # fmt: skip
     session.begin(nodes, params=s.params)
     with session.hold(nodes):
-        signals, _ = run_signals(s.spec, s.topology.fabric, policy)
+        signals, _ = run_signals(s.spec, s.topology, nodes, policy)
         executor = session.wrap(s.executor, s.spec, signals)
         return run(mode, nodes, s.topology, s.spec, executor, policy,
                    progress=_Progress(opts.quiet), log_suspects=log_suspects)  # fmt: skip

@@ -27,7 +27,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fabriccheck.policy import SweepPolicy
 from fabriccheck.specs import SignalSpec, TestSpec
+from fabriccheck.topology.model import Topology
 
 #: seconds between the two counter reads of ``port-errors``
 COUNTER_WINDOW_S = 5
@@ -135,3 +137,19 @@ def preflight(spec: TestSpec, fabric: str, nic_gbps: Sequence[float] = ()) -> Pr
         return Preflight((), tuple(skipped))
     model = check(SignalsFile, {"signals": entries}, source="built-in preflight")
     return Preflight(tuple(signal_from_model(m) for m in model.signals), tuple(skipped))
+
+
+def run_signals(spec: TestSpec, topology: Topology, nodes: Sequence[str], policy: SweepPolicy
+                ) -> tuple[tuple[SignalSpec, ...], tuple[str, ...]]:
+    """The run's signals: the built-in preflight (unless ``policy.preflight`` is off; its port
+    bars from the line rates of the NICs of ``nodes``), the spec's ``signals:`` and
+    ``policy.signals`` (``--signals``); a later one replaces an earlier one of the same name.
+    Also the reasons any preflight check was skipped. The loop and the history recorder both
+    call it, so a reading is judged by the same bars in the run and in the history."""
+    speeds = [nic.gbps for n in nodes for nic in topology.nodes[n].nics]
+    pre = preflight(spec, topology.fabric, speeds) if policy.preflight else None
+    skipped = pre.skipped if pre else ("preflight off (--no-preflight)",)
+    by_name: dict[str, SignalSpec] = {}
+    for s in (*(pre.signals if pre else ()), *spec.signals, *policy.signals):
+        by_name[s.name] = s
+    return tuple(by_name.values()), skipped
