@@ -146,7 +146,8 @@ def run_signals(spec: TestSpec, topology: Topology, nodes: Sequence[str], policy
     ``policy.signals`` (``--signals``); a later one replaces an earlier one of the same name.
     Also the reasons any preflight check was skipped. The loop and the history recorder both
     call it, so a reading is judged by the same bars in the run and in the history."""
-    speeds = [nic.gbps for n in nodes for nic in topology.nodes[n].nics]
+    # a node not in the topology is refused by the run itself (one line, exit 2), not here
+    speeds = [nic.gbps for n in nodes if n in topology.nodes for nic in topology.nodes[n].nics]
     pre = preflight(spec, topology.fabric, speeds) if policy.preflight else None
     skipped = pre.skipped if pre else ("preflight off (--no-preflight)",)
     by_name: dict[str, SignalSpec] = {}
