@@ -178,7 +178,7 @@ class RoundBuilder:
         flows = ring_flows(nodes, rails, self.view)
         att = self.view.topology.attachment
         cross = [(f.src, f.dst) for f in flows if att.get(f.src) != att.get(f.dst)]
-        if cross and not self.budget.fits_flows(cross, force=force):
+        if cross and not self.budget.fits_flows(cross, force=force, exclusive=True):
             return None  # its ring would share a link with another test of this round
         ps = self.spec.lookup(probe, len(nodes))
         p: dict[str, object] = {

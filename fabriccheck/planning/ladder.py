@@ -40,6 +40,8 @@ from fabriccheck.errors import ConfigError
 from fabriccheck.inference.attribute import Inference
 from fabriccheck.models import RoundKind, Test
 from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.ecmp_groups import carve_ecmp_groups, is_ecmp
+from fabriccheck.planning.pairing import pair_key
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
 from fabriccheck.policy import GROUP_PROBES
 from fabriccheck.run_history import RunHistory
@@ -242,10 +244,12 @@ def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
     b = ctx.builder(history)
     if follow_up is not None and step.level != JOB:
         follow_up(b)
-    if step.level == 2:
+    ecmp = step.level != JOB and is_ecmp(ctx.view)
+    if step.level == 2 and not ecmp:
         pctx = replace(ctx, policy=ctx.policy.with_(pair_probe=probe))
         return plan_sweep_round(pctx, step.carving, inf, history, memory.pairs, builder=b)
-    _retest_solo(b, inf, probe, tries)
+    if step.level > 2:
+        _retest_solo(b, inf, probe, tries)
     active = [n for n in ctx.active(inf) if n not in inf.blamed_nodes
               and b.node_free(n) and n not in b.busy_gpus]
     if step.level == JOB:
@@ -253,14 +257,43 @@ def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
             b.add_group(sorted(active, key=lambda n: (ctx.view.pod(n), n)), "scale",
                         probe=probe)
         return b.tests
-    groups = carve_groups(active, step.level, ctx, step.carving, memory.met[step.level])
-    _add_groups(b, groups, ctx, probe, step.carving)  # type: ignore[arg-type]
+    if ecmp:  # unpinned collective flows: carved so that none can collide
+        groups = carve_ecmp_groups(active, step.level, ctx.view, step.carving, ctx.policy.seed)
+        _add_ecmp_groups(b, groups, ctx, probe, "sweep" if step.level == 2 else "scale")
+        if step.level == 2:
+            for t in b.tests:
+                if t.purpose == "sweep" and len(t.nodes) == 2:
+                    memory.pairs.avoid[None].add(pair_key(*t.nodes))
+            return b.tests
+    else:
+        groups = carve_groups(active, step.level, ctx, step.carving, memory.met[step.level])
+        _add_groups(b, groups, ctx, probe, step.carving)  # type: ignore[arg-type]
     for t in b.tests:
         if t.purpose != "scale":
             continue
         for n in t.nodes:
             memory.met[step.level][n].update(set(t.nodes) - {n})
     return b.tests
+
+
+def _add_ecmp_groups(b: RoundBuilder, groups: list[tuple[str, ...]], ctx: RunContext,
+                     probe: str | None, purpose: str) -> None:
+    """Each group as a ring ordered by pod; a group refused because a follow-up of the round
+    already crosses one of its leaves is re-cut inside each pod (rings that cross nothing)."""
+    refused: list[str] = []
+    for g in groups:
+        ring = tuple(sorted(g, key=lambda n: (ctx.view.pod(n), n)))
+        if b.add_group(ring, purpose, probe=probe) is None:
+            refused += ring
+    by_pod: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for n in refused:
+        if b.node_free(n):
+            by_pod[ctx.view.pod(n)].append(n)
+    k = max((len(g) for g in groups), default=2)
+    for members in by_pod.values():
+        for i in range(0, len(members), k):
+            if len(members[i:i + k]) >= 2:
+                b.add_group(tuple(members[i:i + k]), purpose, probe=probe)
 
 
 def _retest_solo(b: RoundBuilder, inf: Inference, probe: str | None,

@@ -62,6 +62,10 @@ def circle_matching(items: Sequence[str], index: int) -> list[tuple[str, str]]:
     return out
 
 
+#: what an exclusive reservation puts on a leaf end: no other flow fits beside it
+FULL = 1 << 20
+
+
 class CrossBudget:
     """Tracks what cross-leaf flows use in one round: exact links (IB) or flows per leaf (RoCE)."""
 
@@ -81,8 +85,15 @@ class CrossBudget:
         """Reserve the links of a cross pair a -> b if they fit (``force``: reserve anyway)."""
         return self.fits_flows(self._flows(a, b, rail), force=force)
 
-    def fits_flows(self, flows: list[tuple[str, str]], *, force: bool = False) -> bool:
-        """Reserve the links of NIC flows ``(src, dst)`` if none is taken (all or nothing)."""
+    def fits_flows(self, flows: list[tuple[str, str]], *, force: bool = False,
+                   exclusive: bool = False) -> bool:
+        """Reserve the links of NIC flows ``(src, dst)`` if none is taken (all or nothing).
+
+        ``exclusive`` (RoCE): the flows are not pinned, so ECMP may put any two of them that
+        leave (or enter) one leaf on the same uplink, and one collision slows the whole
+        collective. Such a test needs every leaf end it crosses to itself, one flow each way,
+        and keeps other tests off those ends (with a share of the uplinks, a collective of 8
+        rails x 2 directions collides somewhere in most rounds: a healthy fabric looked slow)."""
         if self.view.fabric == "infiniband":
             links: set[tuple[str, str]] = set()
             for s, d in flows:
@@ -100,11 +111,11 @@ class CrossBudget:
                 ends[(att[d], "in")] += 1
         if not force:
             for (leaf, way), n in ends.items():
-                cap = max(1, round(self.share * self.view.uplinks.get(leaf, 0)))
+                cap = 1 if exclusive else max(1, round(self.share * self.view.uplinks.get(leaf, 0)))
                 if self.per_leaf[(leaf, way)] + n > cap:
                     return False
         for end, n in ends.items():
-            self.per_leaf[end] += n
+            self.per_leaf[end] += FULL if exclusive else n
         return True
 
 
