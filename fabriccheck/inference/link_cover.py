@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fabriccheck.models import LinkKey, Observation, Status
-from fabriccheck.topology.link_reach import find_link_flow
+from fabriccheck.topology.link_reach import LinkReach
 from fabriccheck.topology.view import FabricView
 
 
@@ -34,7 +34,7 @@ def tests_links(levels: tuple[int, ...] | None) -> bool:
 def untested_links(view: FabricView, observations: Iterable[Observation],
                    nodes: Iterable[str], *, seed: int = 0) -> list[LinkKey]:
     """InfiniBand: switch links no finished test crossed although a pair of ``nodes``' NICs
-    routes over them (:func:`~fabriccheck.topology.link_reach.find_link_flow`). Links no pair
+    routes over them (:class:`~fabriccheck.topology.link_reach.LinkReach`). Links no pair
     in scope reaches (no node below them, or routes that never take them) are left out:
     nothing in scope could test them. Empty on RoCE (paths are a hash: coverage there is a
     share, see ``link_coverage``)."""
@@ -43,5 +43,6 @@ def untested_links(view: FabricView, observations: Iterable[Observation],
     left = sorted(view.switch_links - crossed_links(view, observations))
     if not left:
         return []
-    nics = [nic for n in nodes for nic in view.rails_of.get(n, {}).values()]
-    return [lk for lk in left if find_link_flow(view, lk, nics, seed=seed) is not None]
+    reach = LinkReach(view, [nic for n in nodes for nic in view.rails_of.get(n, {}).values()],
+                      seed=seed)
+    return [lk for lk in left if reach.find(lk) is not None]

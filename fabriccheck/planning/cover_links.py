@@ -3,7 +3,7 @@
 The two carvings are planned by destination so their flows cross nearly every switch link
 (:mod:`.cover`); a few links (about 0.3% on a 3-tier fat-tree) can stay uncrossed. A follow-up
 round aims one ``ib_write_bw`` flow at each: a NIC pair of nodes in play whose route takes the
-link (:func:`~fabriccheck.topology.link_reach.find_link_flow`), twice at most per link. A link
+link (:class:`~fabriccheck.topology.link_reach.LinkReach`), twice at most per link. A link
 still uncrossed at the end is listed as untested (exit 3), never passed over.
 """
 
@@ -16,7 +16,7 @@ from fabriccheck.inference.link_cover import crossed_links, tests_links
 from fabriccheck.models import nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.run_history import RunHistory
-from fabriccheck.topology.link_reach import find_link_flow
+from fabriccheck.topology.link_reach import LinkReach
 
 if TYPE_CHECKING:  # the planner imports this module; the type only annotates
     from fabriccheck.planning.planner import RunContext
@@ -36,12 +36,13 @@ def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
     nics = [nic for n in ctx.active(inf) if n not in blamed
             for nic in view.rails_of[n].values()]
     busy = {n for n in nics if not b.nic_free(n)}
+    reach = LinkReach(view, nics, seed=ctx.policy.seed + b.round_no)
     added = 0
     for lk in left:
         key = f"cover:{lk[0]}|{lk[1]}"
         if tries.get(key, 0) >= 2:
             continue
-        got = find_link_flow(view, lk, nics, seed=ctx.policy.seed + b.round_no, skip=busy)
+        got = reach.find(lk, skip=busy)
         if got is None:
             continue
         src, dst = got

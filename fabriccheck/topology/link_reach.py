@@ -27,7 +27,7 @@ def leaves_below(view: FabricView, switch: str) -> list[str]:
     >>> t = generate({"kind": "fat-tree", "nodes": 8, "rails": 1, "nodes_per_leaf": 2,
     ...               "spines": 2}, name="t", fabric="infiniband")
     >>> leaves_below(FabricView(t), "spine-1")
-    ['leaf-1', 'leaf-2', 'leaf-3', 'leaf-4']
+    ['leaf-0', 'leaf-1', 'leaf-2', 'leaf-3']
     """
     sw = view.topology.switches
     adj = view.topology._switch_adj
@@ -44,54 +44,76 @@ def leaves_below(view: FabricView, switch: str) -> list[str]:
     return sorted(out)
 
 
+class LinkReach:
+    """The NICs ``nics`` indexed by leaf and rail once, to search many links
+    (:meth:`find`); see :func:`find_link_flow`."""
+
+    def __init__(self, view: FabricView, nics: Iterable[str], *, seed: int = 0,
+                 limit: int = 64) -> None:
+        self.view, self.seed, self.limit = view, seed, limit
+        att = view.topology.attachment
+        self.by_leaf: dict[str, list[str]] = {}
+        for n in sorted(set(nics)):
+            if n in att:
+                self.by_leaf.setdefault(att[n], []).append(n)
+        self.rail_of = {n: view.topology.nics[n].rail for ns in self.by_leaf.values()
+                        for n in ns}
+
+    def find(self, link: LinkKey, skip: Iterable[str] = ()) -> tuple[str, str] | None:
+        """A NIC pair ``(src, dst)`` (same rail, none in ``skip``) whose route crosses
+        ``link``, or None when none is found (quickly when no NIC is below the link)."""
+        view, topo = self.view, self.view.topology
+        sw = topo.switches
+        skipped = set(skip)
+        a, b = link
+        lo, hi = (a, b) if _ORDER.get(sw[a].tier, 3) <= _ORDER.get(sw[b].tier, 3) else (b, a)
+        below = set(leaves_below(view, lo))
+        by_leaf = {leaf: [n for n in ns if n not in skipped] if skipped else ns
+                   for leaf, ns in self.by_leaf.items()}
+        inside = [d for leaf in sorted(below) for d in by_leaf.get(leaf, [])]
+        if not inside:  # no NIC below the link: nothing in scope crosses it
+            return None
+        rng = random.Random(f"link-reach:{self.seed}:{lo}:{hi}")
+        outside_leaves = [x for x in sorted(by_leaf) if x not in below and by_leaf[x]]
+        rng.shuffle(inside)
+        for d in inside:  # down: destinations below, sent down the link by its upper end
+            walk = topo.switch_walk(hi, d)
+            if walk is None or len(walk) < 2 or walk[1] != lo:
+                continue
+            got = _source(view, (hi, lo), d, outside_leaves, by_leaf, self.rail_of, rng,
+                          self.limit)
+            if got is not None:
+                return got, d
+        rails_below = {self.rail_of[n] for n in inside}
+        targets = [d for x in outside_leaves for d in by_leaf[x]
+                   if self.rail_of[d] in rails_below]
+        rng.shuffle(targets)
+        for d in targets:  # up: sources below, sending up the link
+            walk = topo.switch_walk(lo, d)
+            if walk is None or len(walk) < 2 or walk[1] != hi:
+                continue
+            got = _source(view, (lo, hi), d, sorted(below), by_leaf, self.rail_of, rng,
+                          self.limit)
+            if got is not None:
+                return got, d
+        return None
+
+
 def find_link_flow(view: FabricView, link: LinkKey, nics: Iterable[str], *, seed: int = 0,
                    limit: int = 64, skip: Iterable[str] = ()) -> tuple[str, str] | None:
     """A NIC pair ``(src, dst)`` among ``nics`` (same rail) whose route crosses ``link``, or
-    None when none is found. ``skip``: NICs not to use (busy this round).
+    None when none is found. ``skip``: NICs not to use (busy this round). Searching many
+    links: build one :class:`LinkReach`.
 
     >>> from fabriccheck.topology import generate
     >>> t = generate({"kind": "fat-tree", "nodes": 8, "rails": 1, "nodes_per_leaf": 2,
     ...               "spines": 2}, name="t", fabric="infiniband")
     >>> v = FabricView(t)
-    >>> src, dst = find_link_flow(v, ("leaf-1", "spine-2"), sorted(t.nics))
-    >>> ("leaf-1", "spine-2") in v.directed_hops(src, dst) or (
-    ...     "spine-2", "leaf-1") in v.directed_hops(src, dst)
+    >>> src, dst = find_link_flow(v, ("leaf-1", "spine-1"), sorted(t.nics))
+    >>> ("spine-1", "leaf-1") in v.directed_hops(src, dst)
     True
     """
-    topo = view.topology
-    att, sw = topo.attachment, topo.switches
-    skipped = set(skip)
-    pool = sorted(n for n in nics if n in att and n not in skipped)
-    rng = random.Random(f"link-reach:{seed}:{link[0]}:{link[1]}")
-    by_leaf: dict[str, list[str]] = {}
-    for n in pool:
-        by_leaf.setdefault(att[n], []).append(n)
-    a, b = link
-    lo, hi = (a, b) if _ORDER.get(sw[a].tier, 3) <= _ORDER.get(sw[b].tier, 3) else (b, a)
-    below = set(leaves_below(view, lo))
-    rail_of = {n: topo.nics[n].rail for n in pool}
-    # down: destinations beyond the link, sent down it by its upper end
-    inside = [d for leaf in sorted(below) for d in by_leaf.get(leaf, [])]
-    outside_leaves = [x for x in sorted(by_leaf) if x not in below]
-    rng.shuffle(inside)
-    for d in inside:
-        walk = topo.switch_walk(hi, d)
-        if walk is None or len(walk) < 2 or walk[1] != lo:
-            continue
-        got = _source(view, (hi, lo), d, outside_leaves, by_leaf, rail_of, rng, limit)
-        if got is not None:
-            return got, d
-    # up: sources at or below the lower end, sending up the link
-    targets = [d for x in outside_leaves for d in by_leaf[x]]
-    rng.shuffle(targets)
-    for d in targets:
-        walk = topo.switch_walk(lo, d)
-        if walk is None or len(walk) < 2 or walk[1] != hi:
-            continue
-        got = _source(view, (lo, hi), d, sorted(below), by_leaf, rail_of, rng, limit)
-        if got is not None:
-            return got, d
-    return None
+    return LinkReach(view, nics, seed=seed, limit=limit).find(link, skip)
 
 
 def _source(view: FabricView, hop: tuple[str, str], d: str, leaves: list[str],
