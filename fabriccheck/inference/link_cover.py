@@ -21,11 +21,11 @@ def crossed_links(view: FabricView, observations: Iterable[Observation]) -> set[
     return out & view.switch_links
 
 
-def tests_links(levels: tuple[int, ...] | None) -> bool:
+def ladder_tests_links(levels: tuple[int, ...] | None) -> bool:
     """True when a run's ladder has pair or group levels (the default has): a 1x-only run
     tests no switch link, so none of them is left untested by it.
 
-    >>> tests_links(None), tests_links((1, 2)), tests_links((1,))
+    >>> ladder_tests_links(None), ladder_tests_links((1, 2)), ladder_tests_links((1,))
     (True, True, False)
     """
     return levels is None or any(k >= 2 for k in levels)

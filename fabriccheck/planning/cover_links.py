@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fabriccheck.inference.attribute import Inference
-from fabriccheck.inference.link_cover import crossed_links, tests_links
+from fabriccheck.inference.link_cover import crossed_links, ladder_tests_links
 from fabriccheck.models import nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.run_history import RunHistory
@@ -27,7 +27,8 @@ def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
     """Add to ``b`` one flow per uncrossed switch link that finds free NICs (sweeps on
     InfiniBand only; each link at most twice). Returns the number of flows added."""
     view = ctx.view
-    if view.fabric != "infiniband" or ctx.mode != "sweep" or not tests_links(ctx.policy.levels):
+    if (view.fabric != "infiniband" or ctx.mode != "sweep"
+            or not ladder_tests_links(ctx.policy.levels)):
         return 0
     left = sorted(view.switch_links - crossed_links(view, history.observations))
     if not left:
