@@ -1,13 +1,18 @@
-"""Link benchmark: switch-link coverage per tier and single-link faults found exactly on IB.
+"""Link benchmark: planning time and switch-link coverage per tier, and single-link faults on IB.
 
-For each InfiniBand topology and seed one switch link is degraded (factor 0.5) or taken down,
-with 3% jitter and 1% glitches, and a default sweep runs on the simulator. The table prints the
-sweep's switch-link coverage per tier (two carvings), how often the exact link was named
-(``bad_links`` is exactly the injected link), wrong links (a healthy link called bad, summed),
-healthy nodes drained, and the round of the link verdict (median / max). A last table kills a
-whole spine (every link down) and counts switch verdicts.
+Table 1 (``--plan``): the sweep's two carvings planned (no simulator) on 2-tier, 3-tier and
+rail-optimized InfiniBand fabrics of 128 to 4,096 nodes: plan seconds (CPU and wall: the
+machine may be shared) and the share of switch links crossed, per tier.
 
-Run: ``python bench/bench_links.py [--quick]`` (``--quick``: 128 and 512 nodes, 4 seeds).
+Table 2 (``--faults``): for each fabric and held-out seed one switch link is degraded
+(factor 0.5) or taken down, with 3% jitter and 1% glitches, and a default sweep runs on the
+simulator: the run's coverage per tier (every test that finished, follow-ups included), how
+often the exact link was named (``bad_links`` is exactly the injected link), wrong links (a
+healthy link called bad, summed), healthy nodes drained, the round of the link verdict
+(median / max), rounds, links left untested. A last table kills a whole spine.
+
+Run: ``python bench/bench_links.py [--plan] [--faults] [--sizes 128,1024,4096] [--seeds N]
+[--first-seed S] [--dead-spine]`` (default: both tables, sizes 128,1024,4096, 4 seeds from 100).
 """
 
 from __future__ import annotations
@@ -40,11 +45,59 @@ def fattree3_4096():
     return generate(gen, name="ib-fattree3-4096", fabric="infiniband")
 
 
-def carvings(topo, seed: int) -> tuple[dict, float]:
-    """Switch-link coverage of sweep rounds 1 and 2 as planned (no simulator), and seconds."""
-    t0 = time.monotonic()
+def shape(kind: str, nodes: int):
+    """An 8-rail H100 fabric of ``nodes`` nodes: ``ft2`` (2-tier fat-tree, 4 nodes per leaf,
+    32 spines), ``ft3`` (3-tier: 16 leaves of 2 nodes per pod, 16 spines per pod, 256 cores;
+    4,096 nodes: :func:`fattree3_4096`) or ``rail`` (rail-optimized, 32 nodes per leaf)."""
+    base = {"gpus_per_node": 8, "rails": 8, "nic_gbps": 400, "uplink_gbps": 400}
+    if kind == "ft2":
+        gen = {"kind": "fat-tree", "tiers": 2, "nodes": nodes, "nodes_per_leaf": 4,
+               "spines": 32, **base}
+    elif kind == "ft3" and nodes == 4096:
+        return fattree3_4096()
+    elif kind == "ft3":
+        gen = {"kind": "fat-tree", "tiers": 3, "nodes": nodes, "pods": nodes // 32,
+               "leaves_per_pod": 16, "nodes_per_leaf": 2, "spines_per_pod": 16, "cores": 256,
+               **base}
+    else:
+        gen = {"kind": "rail-optimized", "nodes": nodes, "nodes_per_leaf": 32, "spines": 32,
+               **base}
+    return generate(gen, name=f"ib-{kind}-{nodes}", fabric="infiniband")
+
+
+def carvings(topo, seed: int) -> tuple[dict, float, float]:
+    """Switch-link coverage of sweep rounds 1 and 2 as planned (no simulator), CPU and wall
+    seconds."""
+    t0, c0 = time.monotonic(), time.process_time()
     _view, _plans, cov = two_carvings(topo, seed)
-    return cov, time.monotonic() - t0
+    return cov, time.process_time() - c0, time.monotonic() - t0
+
+
+def plan_table(sizes: list[int], seeds: range) -> None:
+    """Table 1: plan seconds and coverage per tier of the two carvings."""
+    print("Two carvings planned (no simulator): plan seconds (CPU / wall), switch links "
+          "crossed, per tier (mean over seeds; min share in brackets)")
+    head = (f"{'fabric':<18} {'nodes':>5} {'links':>6} {'plan s cpu':>10} {'wall':>6} "
+            f"{'crossed':>8} {'leaf-spine':>16} {'spine-core':>16}")
+    print(head)
+    print("-" * len(head))
+    for kind in ("ft2", "ft3", "rail"):
+        for n in sizes:
+            topo = shape(kind, n)
+            runs = [carvings(topo, s) for s in seeds]
+            cpu = statistics.mean(r[1] for r in runs)
+            wall = statistics.mean(r[2] for r in runs)
+            share = statistics.mean(r[0]["share"] for r in runs)
+
+            def tier(name: str, runs=runs) -> str:
+                got = [r[0]["tiers"][name]["share"] for r in runs if name in r[0]["tiers"]]
+                if not got:
+                    return "-"
+                return f"{100 * statistics.mean(got):.2f}% ({100 * min(got):.2f})"
+
+            print(f"{kind:<18} {n:>5} {runs[0][0]['total']:>6} {cpu:>10.2f} {wall:>6.1f} "
+                  f"{100 * share:>7.2f}% {tier('leaf-spine'):>16} {tier('spine-core'):>16}",
+                  flush=True)
 
 
 def one_case(topo, seed: int, kind: str) -> dict:
@@ -68,6 +121,7 @@ def one_case(topo, seed: int, kind: str) -> dict:
         "drained": len(res.drain),
         "round": res.extra["verdict_rounds"].get(link_name(truth)),
         "rounds": res.rounds,
+        "untested": len(res.extra["link_coverage"].get("untested_links", [])),
         "s": time.monotonic() - t0,
     }
 
@@ -77,24 +131,24 @@ def tier_share(cov: dict, tier: str) -> float | None:
     return None if t is None else t["share"]
 
 
-HEAD = (f"{'topology':<20} {'fault':<13} {'runs':>4} {'cov':>6} {'leaf-up':>8} "
-        f"{'spine-up':>8} {'exact':>7} {'wrong':>5} {'drain':>5} {'rnd med/max':>11} "
-        f"{'rounds':>6} {'s/run':>6}")
+HEAD = (f"{'topology':<20} {'fault':<13} {'runs':>4} {'cov':>7} {'leaf-sp':>8} "
+        f"{'sp-core':>8} {'exact':>7} {'wrong':>5} {'drain':>5} {'rnd med/max':>11} "
+        f"{'rounds':>6} {'untst':>5} {'s/run':>6}")
 
 
 def row(name: str, kind: str, cases: list[dict]) -> None:
     cov = statistics.mean(c["cov"]["share"] for c in cases)
     lu = [tier_share(c["cov"], "leaf-spine") for c in cases]
     su = [tier_share(c["cov"], "spine-core") for c in cases]
-    lu_s = f"{100 * statistics.mean(lu):.0f}%" if None not in lu else "-"
-    su_s = f"{100 * statistics.mean(su):.0f}%" if None not in su else "-"
+    lu_s = f"{100 * statistics.mean(lu):.2f}%" if None not in lu else "-"
+    su_s = f"{100 * statistics.mean(su):.2f}%" if None not in su else "-"
     rnd = [c["round"] for c in cases if c["round"] is not None]
     rnd_s = f"{statistics.median(rnd):.0f}/{max(rnd)}" if rnd else "-"
     exact = sum(c["exact"] for c in cases)
-    print(f"{name:<20} {kind:<13} {len(cases):>4} {100 * cov:>5.1f}% {lu_s:>8} {su_s:>8} "
+    print(f"{name:<20} {kind:<13} {len(cases):>4} {100 * cov:>6.2f}% {lu_s:>8} {su_s:>8} "
           f"{exact:>3}/{len(cases):<3} {sum(c['wrong'] for c in cases):>5} "
           f"{sum(c['drained'] for c in cases):>5} {rnd_s:>11} "
-          f"{max(c['rounds'] for c in cases):>6} "
+          f"{max(c['rounds'] for c in cases):>6} {sum(c['untested'] for c in cases):>5} "
           f"{statistics.mean(c['s'] for c in cases):>6.1f}", flush=True)
 
 
@@ -114,40 +168,48 @@ def dead_switch(topo, seed: int) -> tuple[bool, int, int]:
     return switches == [sw], len(outside), len(res.drain)
 
 
-def main(argv: list[str]) -> int:
-    quick = "--quick" in argv
-    seeds = range(4) if quick else range(10)
-    shapes = [("ib-fattree-128", load_topology("ib-fattree-128")),
-              ("ib-fattree3-512", load_topology("ib-fattree3-512"))]
-    if not quick:
-        shapes.append(("ib-rail-1024", load_topology("ib-rail-1024")))
-    print("Coverage of the sweep's two carvings (planning only), per tier; plan seconds")
-    for name, topo in shapes:
-        for seed in seeds[:3]:
-            cov, secs = carvings(topo, seed)
-            tiers = ", ".join(f"{t} {100 * c['share']:.1f}%" for t, c in cov["tiers"].items())
-            print(f"{name:<20} seed {seed}  {cov['exercised']:>5}/{cov['total']:<5} "
-                  f"{100 * cov['share']:5.1f}%  ({tiers})  {secs:.1f} s", flush=True)
-    print()
-    print("Single switch-link faults (3% jitter, 1% glitches): coverage of the run's tests, "
-          "exact link named, wrong links, drained nodes, round of the link verdict")
+def _arg(argv: list[str], flag: str, default: str) -> str:
+    return argv[argv.index(flag) + 1] if flag in argv else default
+
+
+def fault_table(sizes: list[int], seeds: range) -> None:
+    """Table 2: held-out single switch-link faults, simulated default sweeps."""
+    print("Single switch-link faults (3% jitter, 1% glitches), held-out seeds "
+          f"{seeds.start}-{seeds.stop - 1}: coverage of the run's tests per tier, exact link "
+          "named, wrong links, drained nodes, round of the link verdict, links left untested")
     print(HEAD)
     print("-" * len(HEAD))
-    for name, topo in shapes:
-        for kind in ("link_degraded", "link_down"):
-            row(name, kind, [one_case(topo, s, kind) for s in seeds])
-    print("\nA dead spine (every link down): one switch verdict", flush=True)
-    for name, topo in shapes[:2]:
-        res = [dead_switch(topo, s) for s in range(2 if quick else 4)]
-        print(f"{name:<20} switch verdict {sum(r[0] for r in res)}/{len(res)}  "
-              f"links outside it {sum(r[1] for r in res)}  drained {sum(r[2] for r in res)}",
-              flush=True)
-    if not quick:
-        print("\n4,096 nodes, once", flush=True)
-        print(HEAD)
-        row("ib-rail-4096", "link_degraded",
-            [one_case(load_topology("ib-rail-4096"), 0, "link_degraded")])
-        row("ib-fattree3-4096", "link_degraded", [one_case(fattree3_4096(), 0, "link_degraded")])
+    fabrics = {128: [("ft2", 128), ("ft3", 128)], 1024: [("ft3", 1024), ("rail", 1024)],
+               4096: [("ft3", 4096)]}
+    for size in sizes:
+        few = seeds if size <= 128 else range(seeds.start, seeds.start + (
+            max(1, len(seeds) // 2) if size <= 1024 else 1))
+        for kind, n in fabrics.get(size, [("ft3", size)]):
+            topo = shape(kind, n)
+            for fault in ("link_degraded", "link_down"):
+                if size >= 4096 and fault == "link_down":
+                    continue
+                row(topo.name, fault, [one_case(topo, s, fault) for s in few])
+
+
+def main(argv: list[str]) -> int:
+    sizes = [int(x) for x in _arg(argv, "--sizes", "128,1024,4096").split(",")]
+    first = int(_arg(argv, "--first-seed", "100"))
+    seeds = range(first, first + int(_arg(argv, "--seeds", "4")))
+    both = "--plan" not in argv and "--faults" not in argv
+    if "--plan" in argv or both:
+        plan_table(sorted(set(sizes) | {512}) if both else sizes, range(3))
+        print()
+    if "--faults" in argv or both:
+        fault_table(sizes, seeds)
+    if "--dead-spine" in argv:
+        print("\nA dead spine (every link down): one switch verdict", flush=True)
+        for name in ("ib-fattree-128", "ib-fattree3-512"):
+            topo = load_topology(name)
+            res = [dead_switch(topo, s) for s in seeds]
+            print(f"{name:<20} switch verdict {sum(r[0] for r in res)}/{len(res)}  "
+                  f"links outside it {sum(r[1] for r in res)}  drained "
+                  f"{sum(r[2] for r in res)}", flush=True)
     return 0
 
 

@@ -118,7 +118,8 @@ def import_(
     routes: Annotated[
         list[Path] | None,
         typer.Option("--routes", help="IB forwarding tables (dump_lfts.sh / ibroute / ibdiagnet "
-                     ".fdbs output): checked now, referenced as 'routes:' in the YAML."),
+                     ".fdbs output) or ibtracert traces: checked now, referenced as 'routes:' "
+                     "in the YAML."),
     ] = None,
 ) -> None:
     """Build an explicit-form topology YAML from ibnetdiscover or LLDP neighbour data."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from fabriccheck.inference.attribute import Inference, link_name
+from fabriccheck.inference.link_cover import ladder_tests_links, untested_links
 from fabriccheck.inference.localize import LinkGroup
 from fabriccheck.models import (
     BAD,
@@ -86,7 +87,12 @@ def build_result(
                  if _reported(g) and g.candidates[0] not in in_switch]
     untested = [v.name for v in verdicts if v.kind == "node" and v.state == UNTESTED]
     untested += untested_nics
+    links_left = (untested_links(view, history.observations, [n for n in nodes
+                                 if n not in out_of_play], seed=policy.seed)
+                  if mode == "sweep" and ladder_tests_links(policy.levels) else [])
+    untested += [f"link {link_name(k)}" for k in links_left]
     extra = _extra(history, inf, view, policy, end, untested)
+    extra["link_coverage"]["untested_links"] = [list(k) for k in links_left]
     extra["bad_switches"] = [sw.verdict.name for sw in switches]
     extra["flaky"] = sorted(inf.flaky)
     extra["recheck"] = {"cleared": dict(sorted(inf.flakiness.cleared.items())),

@@ -19,7 +19,7 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable
 
-from fabriccheck.models import LinkKey, link_key
+from fabriccheck.models import LinkKey
 from fabriccheck.planning.pairing import (
     CrossBudget,
     PairPlan,
@@ -118,27 +118,28 @@ def plan_cover_pairs(
         nic = rails_of[n].get(rail)
         if nic is not None and nic in att:
             by_leaf[att[nic]].append(n)
-    # routes are destination-based: every NIC of a leaf reaches ``d`` over the same switch hops,
-    # so one NIC per leaf stands for all (and its routes are cached once)
-    rep = {leaf: rails_of[members[0]][rail] for leaf, members in by_leaf.items()}
+    # routes are destination-based: every NIC of a leaf reaches ``d`` over the same switch
+    # hops, so a route is asked per (leaf, receiver), from the leaf's switch
     for members in by_leaf.values():
         rng.shuffle(members)
-    routes: dict[tuple[str, str], tuple[frozenset[tuple[str, str]], frozenset[LinkKey]]] = {}
     leaves = sorted(by_leaf)
     used: set[str] = set()
     pairs: list[tuple[str, str]] = []
     receivers = [n for leaf in leaves for n in by_leaf[leaf]]
     rng.shuffle(receivers)
+    every = len(view.switch_links)
     for d in receivers:
         if d in used:
             continue
+        if len(covered) >= every:  # every switch link crossed: no sender can add one
+            break
         best = _best_sender(d, rail, view, by_leaf, leaves, used, avoid_set, covered,
-                            budget, rng, sample, (rep, routes))
+                            budget, rng, sample)
         if best is None:
             continue
         c, hops = best
-        budget.used |= hops
-        covered.update(link_key(a, b) for a, b in hops)
+        budget.used.update(hops)
+        covered.update(view.hop_link[h] for h in hops)
         pairs.append((c, d))
         used.update((c, d))
     cross = frozenset(used)
@@ -154,7 +155,7 @@ def plan_cover_pairs(
 def _best_sender(d: str, rail: int, view: FabricView, by_leaf: dict[str, list[str]],
                  leaves: list[str], used: set[str], avoid: set[frozenset[str]],
                  covered: set[LinkKey], budget: CrossBudget, rng: random.Random, sample: int,
-                 cache: tuple[dict, dict]) -> tuple[str, frozenset[tuple[str, str]]] | None:
+                 ) -> tuple[str, tuple[tuple[str, str], ...]] | None:
     """The free sender on another leaf whose route to ``d`` crosses the most uncovered links
     and no directed hop in use (the first whose links are all uncovered)."""
     d_nic = view.rails_of[d][rail]
@@ -163,16 +164,17 @@ def _best_sender(d: str, rail: int, view: FabricView, by_leaf: dict[str, list[st
         picks = [x for x in leaves if x != d_leaf]
     else:
         picks = [x for x in rng.sample(leaves, sample + 1) if x != d_leaf][:sample]
-    best: tuple[int, str, frozenset[tuple[str, str]]] | None = None
+    best: tuple[int, str, tuple[tuple[str, str], ...]] | None = None
+    in_use = budget.used
     for leaf in picks:
         c = next((n for n in by_leaf[leaf] if n not in used and n != d
                   and pair_key(n, d) not in avoid), None)
         if c is None:
             continue
-        hops, links = _route(leaf, d_nic, view, cache)
-        if not hops or hops & budget.used:
+        hops, links = _route(leaf, d_nic, view)
+        if not hops or not in_use.isdisjoint(hops):
             continue
-        gain = len(links - covered)
+        gain = sum(1 for lk in links if lk not in covered)
         if gain and (best is None or gain > best[0]):
             best = (gain, c, hops)
             if gain == len(links):
@@ -180,12 +182,13 @@ def _best_sender(d: str, rail: int, view: FabricView, by_leaf: dict[str, list[st
     return None if best is None else (best[1], best[2])
 
 
-def _route(leaf: str, d_nic: str, view: FabricView, cache: tuple[dict, dict]
-           ) -> tuple[frozenset[tuple[str, str]], frozenset[LinkKey]]:
-    """Directed switch hops and link keys from ``leaf`` to ``d_nic`` (cached per call)."""
-    rep, routes = cache
-    hit = routes.get((leaf, d_nic))
-    if hit is None:
-        hops = view.directed_hops(rep[leaf], d_nic)
-        hit = routes[(leaf, d_nic)] = (hops, frozenset(link_key(a, b) for a, b in hops))
-    return hit
+def _route(leaf: str, d_nic: str, view: FabricView
+           ) -> tuple[tuple[tuple[str, str], ...], tuple[LinkKey, ...]]:
+    """Directed switch hops and link keys from ``leaf`` to ``d_nic``: the route's switch walk
+    (every NIC of a leaf has the same one to ``d_nic``), no link keys built. Planning asks
+    this hundreds of thousands of times at 4,096 nodes, each pair about once: nothing is
+    cached (long-lived containers made the garbage collector half the planning time)."""
+    walk = view.topology.switch_walk(leaf, d_nic) or ()
+    hops = tuple(zip(walk, walk[1:], strict=False))
+    keys = view.hop_link
+    return hops, tuple(keys[h] for h in hops)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from fabriccheck.inference.attribute import Inference
 from fabriccheck.models import Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.cover_links import plan_link_cover
 from fabriccheck.planning.followup import (
     GoodPool,
     plan_bisect,
@@ -60,6 +61,7 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     _bisect_steps(bisect, b, pool)
     _pair_untested(ctx, inf, b, pool, tries)
     _test_untested_nics(ctx, history, inf, b, pool, tries)
+    plan_link_cover(ctx, history, inf, b, tries)  # IB sweeps: switch links left uncrossed
     return b.tests
 
 

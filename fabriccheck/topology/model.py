@@ -228,26 +228,31 @@ class Topology:
         hit = self._hop_cache.get((cur, dst_switch))
         if hit is not None:
             return hit
-        # distances to dst_switch are 1 + distances to its neighbour set (switches with the same
-        # neighbours, e.g. every leaf of a rail-optimized fabric, share one BFS)
+        # distances to dst_switch are 1 + distances to its neighbour set, so away from it the
+        # next hops depend on that set only (every leaf of a pod, or of a rail-optimized
+        # fabric, shares one): cached per (switch, neighbour set), one BFS per set
         adj = self._switch_adj
-        base = self._set_dist(tuple(adj[dst_switch]))
-
-        def dist(x: str) -> int | None:
-            if x == dst_switch:
-                return 0
-            d = base.get(x)
-            return None if d is None else d + 1
-
-        here = dist(cur)
-        if here is None:
-            return []
-        if here == 1:  # adjacent: the destination is the only switch one hop closer
+        if cur == dst_switch:
+            hops: list[str] = []
+        elif dst_switch in adj[cur]:  # adjacent: the destination is the only closer switch
             hops = [dst_switch]
         else:
-            hops = [n for n in adj[cur] if dist(n) == here - 1]
+            nbrs = self._nbr_set[dst_switch]
+            hit = self._hop_cache.get((cur, nbrs))
+            if hit is None:
+                base = self._set_dist(nbrs)
+                here = base.get(cur)
+                hit = [] if here is None else [n for n in adj[cur] if base.get(n) == here - 1]
+                self._hop_cache[(cur, nbrs)] = hit  # type: ignore[index]
+            hops = hit
         self._hop_cache[(cur, dst_switch)] = hops
         return hops
+
+    @cached_property
+    def _nbr_set(self) -> dict[str, tuple[str, ...]]:
+        """switch -> its neighbour switches (one shared tuple per distinct set)."""
+        seen: dict[tuple[str, ...], tuple[str, ...]] = {}
+        return {s: seen.setdefault(tuple(n), tuple(n)) for s, n in self._switch_adj.items()}
 
     def _set_dist(self, sources: tuple[str, ...]) -> dict[str, int]:
         """Hop distance from every switch to the nearest of ``sources`` (multi-source BFS)."""
@@ -304,17 +309,28 @@ class Topology:
         """
         if src == dst:
             return ()
-        s_sw, d_sw = self.attachment.get(src), self.attachment.get(dst)
-        if s_sw is None or d_sw is None:
+        s_sw = self.attachment.get(src)
+        walk = None if s_sw is None else self.switch_walk(s_sw, dst)
+        if walk is None:
+            return None
+        hops = (src, *walk, dst)
+        return tuple(link_key(a, b) for a, b in zip(hops, hops[1:], strict=False))
+
+    def switch_walk(self, s_sw: str, dst: str) -> tuple[str, ...] | None:
+        """The switches the route to NIC ``dst`` passes from switch ``s_sw`` on, in order (both
+        ends included): :meth:`route` without the NIC links, cheap enough for planning to ask
+        hundreds of thousands of times. None without a path."""
+        d_sw = self.attachment.get(dst)
+        if d_sw is None or s_sw not in self.switches:
             return None
         if self.lft is not None:
-            from fabriccheck.topology.lft_route import lft_route
+            from fabriccheck.topology.lft_route import lft_walk
 
-            got = lft_route(self.lft, src, dst, s_sw, d_sw, len(self.switches))
+            got = lft_walk(self.lft, dst, s_sw, d_sw, len(self.switches))
             if got is not None:
                 return got
         k = self._port_index[dst]
-        hops = [src, s_sw]
+        walk = [s_sw]
         cur = s_sw
         while cur != d_sw:
             options = self._next_hops(cur, d_sw)
@@ -322,9 +338,8 @@ class Topology:
                 return None
             cur = options[k % len(options)]
             k //= len(options)
-            hops.append(cur)
-        hops.append(dst)
-        return tuple(link_key(a, b) for a, b in zip(hops, hops[1:], strict=False))
+            walk.append(cur)
+        return tuple(walk)
 
     def candidate_paths(self, src: str, dst: str) -> tuple[Path, ...]:
         """The paths a flow may take as an observer knows them: one on IB, the ECMP set on RoCE."""

@@ -11,6 +11,9 @@ Read formats (text as the tools print it):
   : Hops : Optimal`` heading and ``0x0001 : 017 : 00 : yes`` lines. It names neither
   destinations nor switches, so its LIDs and GUIDs are resolved from ``ibroute``-style blocks
   given with it (several ``--routes`` files are read as one).
+- ``ibtracert`` output (one trace or many): each trace to a destination says where every
+  switch on it sends that destination (:mod:`fabriccheck.topology.tracert`); traces and tables
+  may be given together, and must agree.
 
 :func:`parse_lft` turns text into :class:`LftTable` rows (pure); :func:`resolve_routes` maps
 them onto a topology with port numbers (imported from ibnetdiscover): destination LID -> NIC
@@ -27,6 +30,13 @@ from pathlib import Path
 from fabriccheck.errors import ConfigError
 from fabriccheck.topology.discovery.ibnet_parse import clean_switch_name
 from fabriccheck.topology.model import Topology
+from fabriccheck.topology.tracert import (
+    Trace,
+    ca_endpoint,
+    looks_like_ibtracert,
+    parse_ibtracert,
+    trace_entries,
+)
 
 _NUM = r"(?:0x[0-9a-fA-F]+|\d+)"
 _HEAD = re.compile(
@@ -39,7 +49,6 @@ _FDB_HEAD = re.compile(r"^osm_ucast_mgr_dump_ucast_routes:\s*Switch\s+(0x[0-9a-f
 _FDB_ROW = re.compile(r"^(0x[0-9a-fA-F]+)\s*:\s*(\d+)\s*:\s*\d+\s*:\s*\w+\s*$")
 _SKIP = re.compile(r"^(?:Lid\s+Out\s+Destination|Port\s+Info|LID\s*:\s*Port\b.*|\d+ (?:valid )?"
                    r"lids dumped.*|;.*|#.*|Multicast mlids.*)$", re.IGNORECASE)
-_HOST_NIC = re.compile(r"^(\S+)\s+((?:mlx\d+_|HCA-|hfi\d+_|qib|ibp|ib)\S*)$")
 
 
 @dataclass
@@ -55,10 +64,13 @@ class LftTable:
 
 @dataclass
 class LftDump:
-    """Every table read, and what the text says each LID is: ``lid_desc`` LID -> (kind, desc)."""
+    """Every table read, what the text says each LID is (``lid_desc`` LID -> (kind, desc)) and
+    each port GUID (``guid_desc``), and the ``ibtracert`` traces read with them."""
 
     tables: list[LftTable] = field(default_factory=list)
     lid_desc: dict[int, tuple[str, str]] = field(default_factory=dict)
+    guid_desc: dict[str, tuple[str, str]] = field(default_factory=dict)
+    traces: list[Trace] = field(default_factory=list)
 
 
 def parse_lft(text: str, *, source: str = "<routes>", into: LftDump | None = None) -> LftDump:
@@ -99,7 +111,8 @@ def parse_lft(text: str, *, source: str = "<routes>", into: LftDump | None = Non
         if m is None:
             raise ConfigError(f"line {no}: not a forwarding-table line: {line[:60]!r}",
                               source=source,
-                              hint="give ibroute, dump_lfts.sh or ibdiagnet .fdbs output")
+                              hint="give ibroute, dump_lfts.sh, ibdiagnet .fdbs or ibtracert "
+                              "output")
         if cur is None:
             raise ConfigError(f"line {no}: a table row before any switch heading",
                               source=source, hint="the file looks cut at its start")
@@ -109,6 +122,7 @@ def parse_lft(text: str, *, source: str = "<routes>", into: LftDump | None = Non
         d = _DEST.match(rest) if rest else None
         if d:
             dump.lid_desc.setdefault(lid, (d.group(1), d.group(3)))
+            dump.guid_desc.setdefault(d.group(2).lower(), (d.group(1), d.group(3)))
     if not dump.tables:
         raise ConfigError("no forwarding table in the file", source=source,
                           hint="save the output of 'dump_lfts.sh' (or ibroute per switch)")
@@ -116,7 +130,8 @@ def parse_lft(text: str, *, source: str = "<routes>", into: LftDump | None = Non
 
 
 def read_routes(paths: list[str | Path] | tuple[str | Path, ...]) -> tuple[LftDump, str]:
-    """Parse one or more route files as one dump (``.fdbs`` LIDs resolve across files)."""
+    """Parse one or more route files as one dump (``.fdbs`` LIDs resolve across files);
+    a file with an ibtracert ``From`` line is read as traces."""
     dump = LftDump()
     for p in paths:
         try:
@@ -124,7 +139,10 @@ def read_routes(paths: list[str | Path] | tuple[str | Path, ...]) -> tuple[LftDu
         except OSError as exc:
             raise ConfigError(f"cannot read routes file: {exc.strerror or exc}",
                               source=str(p)) from exc
-        parse_lft(text, source=str(p), into=dump)
+        if looks_like_ibtracert(text):
+            dump.traces.extend(parse_ibtracert(text, source=str(p)))
+        else:
+            parse_lft(text, source=str(p), into=dump)
     return dump, ", ".join(str(p) for p in paths)
 
 
@@ -139,7 +157,9 @@ def resolve_routes(dump: LftDump, topo: Topology, *, source: str = "<routes>"
 
     Destinations are the NICs of ``topo`` (CA descriptions ``"host nic"``); LIDs of switches
     or of hosts outside the topology are skipped. Each out port must be a cabled port of that
-    switch in ``topo`` (port numbers come from an ibnetdiscover import).
+    switch in ``topo`` (port numbers come from an ibnetdiscover import). Traces
+    (``dump.traces``) add the entries they show (they name every hop, so they need no port
+    numbers; where the topology has them, they are checked).
 
     Raises
     ------
@@ -147,7 +167,7 @@ def resolve_routes(dump: LftDump, topo: Topology, *, source: str = "<routes>"
         The topology has no port numbers, a switch of the dump is not in the topology, or a
         row leaves by a port no link of the topology has; the message names ``source:line``.
     """
-    if not any(lk.a_port or lk.b_port for lk in topo.links.values()):
+    if dump.tables and not any(lk.a_port or lk.b_port for lk in topo.links.values()):
         raise ConfigError(
             f"topology {topo.name!r} has no port numbers, so out ports cannot be followed",
             source=source, hint="import the topology from ibnetdiscover "
@@ -160,12 +180,9 @@ def resolve_routes(dump: LftDump, topo: Topology, *, source: str = "<routes>"
     guid_name = {t.guid: _clean(t.desc) for t in dump.tables if t.desc}
     dest: dict[int, str] = {}
     for lid, (kind, desc) in dump.lid_desc.items():
-        m = _HOST_NIC.match(desc.strip())
-        if kind == "Channel Adapter" and m:
-            host = re.sub(r"[\s/]+", "-", m.group(1))
-            ep = f"{host}/{m.group(2)}"
-            if ep in topo.nics:
-                dest[lid] = ep
+        ep = ca_endpoint(desc)
+        if kind == "Channel Adapter" and ep in topo.nics:
+            dest[lid] = ep
     out: dict[str, dict[str, str]] = {}
     for t in dump.tables:
         name = _clean(t.desc) if t.desc else guid_name.get(t.guid)
@@ -189,6 +206,10 @@ def resolve_routes(dump: LftDump, topo: Topology, *, source: str = "<routes>"
                     hint="import the topology from the same fabric (ibnetdiscover), then "
                     "the routes")
             table[ep] = nxt
+    if dump.traces:
+        guid_desc = dict(dump.guid_desc)
+        guid_desc.update((t.guid, ("Switch", t.desc)) for t in dump.tables if t.desc)
+        trace_entries(dump.traces, topo, out, guid_desc=guid_desc)
     if not any(out.values()):
         raise ConfigError("no route to any NIC of the topology", source=source,
                           hint="the CA descriptions ('host mlx5_0') must name its NICs")

@@ -134,18 +134,24 @@ class FabricView:
         key = (src, dst)
         hit = self._hop_cache.get(key)
         if hit is None:
-            route = self.topology.route(src, dst) or ()
-            sw = self.topology.switches
-            hops, cur = [], src
-            for a, b in route:
-                nxt = b if a == cur else a
-                if cur in sw and nxt in sw:
-                    hops.append((cur, nxt))
-                cur = nxt
-            hit = frozenset(hops)
+            s_sw = self.topology.attachment.get(src)
+            walk = (None if s_sw is None or src == dst
+                    else self.topology.switch_walk(s_sw, dst)) or ()
+            hit = frozenset(zip(walk, walk[1:], strict=False))
             if len(self._hop_cache) < 2_000_000:
                 self._hop_cache[key] = hit
         return hit
+
+    @cached_property
+    def hop_link(self) -> dict[tuple[str, str], LinkKey]:
+        """Directed switch hop ``(a, b)`` -> its link key (both directions): planning's
+        millions of hop-to-link lookups without building a key each time."""
+        sw = self.topology.switches
+        out: dict[tuple[str, str], LinkKey] = {}
+        for k in self.topology.links:
+            if k[0] in sw and k[1] in sw:
+                out[(k[0], k[1])] = out[(k[1], k[0])] = k
+        return out
 
     def route_links(self, src: str, dst: str) -> frozenset[LinkKey]:
         """The switch links a flow surely or possibly uses (its ``possible`` set)."""
