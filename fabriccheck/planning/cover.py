@@ -107,7 +107,11 @@ def plan_cover_pairs(
     >>> v, got = FabricView(t), set()
     >>> plan = plan_cover_pairs(t.nodes, v, rail=0, round_no=1, seed=0, covered=got)
     >>> len(plan.pairs), len(got), len(v.switch_links)
-    (4, 8, 8)
+    (4, 5, 8)
+    >>> met = {frozenset(p) for p in plan.pairs}  # carving 2: new partners, the links left
+    >>> plan = plan_cover_pairs(t.nodes, v, rail=0, round_no=2, seed=0, covered=got, avoid=met)
+    >>> len(plan.pairs), len(got)
+    (4, 8)
     """
     rng = random.Random(f"cover:{seed}:{round_no}:{rail}")
     budget = budget or CrossBudget(view, 0.0)
