@@ -92,6 +92,8 @@ def build_result(
     extra["recheck"] = {"cleared": dict(sorted(inf.flakiness.cleared.items())),
                         "undecided": sorted(undecided)}
     extra["tested_without_rail_partner"] = dict(sorted(by_kind.items()))
+    # RoCE: failing tests that ECMP contention may explain (the report's "contention" cells)
+    extra["contention"] = sorted(inf.ambiguous)
     return RunResult(
         mode=mode,
         nodes=list(nodes),
