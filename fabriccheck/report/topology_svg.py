@@ -7,12 +7,15 @@ box per leaf group; only bad and suspect links are drawn as lines, so 4,096 node
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from markupsafe import Markup
 
 from fabriccheck.models import BAD, HEALTHY, SUSPECT, LinkKey
+from fabriccheck.report.path_overlay import cable, draw_paths, path_legend
+from fabriccheck.report.paths import FailPaths
 from fabriccheck.report.svg import STATE_COLOURS, Svg
 from fabriccheck.report.view import Group, RunView, natural_key
 from fabriccheck.topology.model import Topology
@@ -47,13 +50,30 @@ def switch_states(topology: Topology, view: RunView) -> dict[str, str]:
     return out
 
 
-def render_topology(view: RunView, topology: Topology | None) -> Markup:
-    """The topology SVG for a run; node tiles only when there is no topology."""
+_NO_PATHS = FailPaths((), {})
+#: room for the failing-path legend (two rows)
+_PATH_LEGEND_H = 36.0
+
+
+def render_topology(
+    view: RunView, topology: Topology | None, paths: FailPaths | None = None
+) -> Markup:
+    """The topology SVG for a run; node tiles only when there is no topology.
+
+    ``paths`` (:func:`fabriccheck.report.paths.failing_paths`) draws where the failing tests
+    went over the switch links, under the verdict's bad and suspect links.
+    """
     if topology is None or not topology.switches:
         return _node_tiles(view)
+    paths = paths or _NO_PATHS
     if len(view.nodes) <= DETAIL_MAX_NODES:
-        return _detailed(view, topology)
-    return _aggregated(view, topology)
+        return _detailed(view, topology, paths)
+    return _aggregated(view, topology, paths)
+
+
+def _link_title(topo: Topology, key: LinkKey, st: str) -> str:
+    """``link leaf-1 port 17 ↔ spine-0 port 3: bad`` (ports where the topology has them)."""
+    return f"link {cable(topo, key)}: {st}"
 
 
 def _legend(svg: Svg, y: float, items: list[tuple[str, str]]) -> None:
@@ -89,16 +109,29 @@ class _DetailLayout:
     node_x: dict[str, float]  # node -> left x of its box
 
 
-def _detailed(view: RunView, topo: Topology) -> Markup:
-    """Every switch, node and NIC port with every link; bad and suspect links drawn on top."""
+def _detailed(view: RunView, topo: Topology, paths: FailPaths) -> Markup:
+    """Every switch, node and NIC port with every link; failing tests' paths over the healthy
+    links, bad and suspect links on top."""
     lay = _detail_layout(view, topo)
-    svg = Svg(lay.width, lay.height, "fabric topology")
+    extra_h = _PATH_LEGEND_H if paths.tests else 0.0
+    svg = Svg(lay.width, lay.height + extra_h, "fabric topology")
     pos = _switch_positions(view, topo, lay)
-    _draw_detail_links(svg, view, topo, lay, pos)
+
+    def ends(key: LinkKey) -> tuple[float, float, float, float] | None:
+        if key[0] not in pos or key[1] not in pos:
+            return None
+        (x1, t1, _), (x2, t2, _) = sorted((pos[key[0]], pos[key[1]]), key=lambda p: p[1])
+        return x1, t1 + 22, x2, t2
+
+    def overlay() -> None:
+        draw_paths(svg, paths, topo, ends, len(view.nodes))
+
+    _draw_detail_links(svg, view, topo, lay, pos, overlay)
     _draw_detail_switches(svg, view, topo, lay, pos)
     for n in lay.nodes:
         _draw_detail_node(svg, view, topo, lay, n)
     _state_legend(svg, lay.height - 22)
+    path_legend(svg, lay.height - 22 + extra_h, paths, len(view.nodes))
     return svg.markup()
 
 
@@ -152,9 +185,10 @@ def _switch_positions(
 
 def _draw_detail_links(
     svg: Svg, view: RunView, topo: Topology, lay: _DetailLayout,
-    pos: dict[str, tuple[float, float, float]],
+    pos: dict[str, tuple[float, float, float]], overlay: Callable[[], None] = lambda: None,
 ) -> None:  # fmt: skip
-    """Every link as a line, healthy ones thin and first, bad and suspect ones styled on top."""
+    """Every link as a line, healthy ones thin and first, then ``overlay`` (the failing tests'
+    paths), bad and suspect ones styled on top."""
     top_layer: list[tuple[LinkKey, float, float, float, float, str]] = []
     for key in sorted(topo.links):
         a, b = key
@@ -177,9 +211,10 @@ def _draw_detail_links(
             top_layer.append((key, x1, y1, x2, t2, st))
         else:
             svg.add("line", x1=x1, y1=y1, x2=x2, y2=t2, stroke="#b8c0cc", stroke_width=0.8)
+    overlay()
     for key, x1, y1, x2, y2, st in top_layer:
         svg.add(
-            "line", title=f"link {key[0]} ↔ {key[1]}: {st}",
+            "line", title=_link_title(topo, key, st),
             x1=x1, y1=y1, x2=x2, y2=y2, **_LINK_STYLE[st], data_link=f"{key[0]} -- {key[1]}",
         )  # fmt: skip
 
@@ -253,7 +288,7 @@ class _GroupBox(NamedTuple):
     cols: int
 
 
-def _aggregated(view: RunView, topo: Topology) -> Markup:
+def _aggregated(view: RunView, topo: Topology, paths: FailPaths) -> Markup:
     """Switch cells per tier over one box of node cells per leaf group; bad links only."""
     n = len(view.nodes)
     pitch = 20.0 if n <= 128 else (15.0 if n <= 512 else 11.0)
@@ -261,6 +296,7 @@ def _aggregated(view: RunView, topo: Topology) -> Markup:
     sw_state = switch_states(topo, view)
     centres, rows, y = _tier_cells(topo, pitch, cell)
     boxes, height, used_w = _group_boxes(view, pitch, y + 8)
+    height += _PATH_LEGEND_H if paths.tests else 0.0
     used_w = max(used_w, *(c[0] + pitch for c in centres.values()), 560.0)
     svg = Svg(min(WIDTH, used_w + 10), height, "fabric topology (aggregated by leaf group)")
     for label, ty in rows:
@@ -270,8 +306,18 @@ def _aggregated(view: RunView, topo: Topology) -> Markup:
     for box in boxes:
         _draw_group_box(svg, view, sw_state, box, pitch, centres, node_pos)
     _draw_tier_switches(svg, topo, sw_state, centres, cell)
+
+    def ends(key: LinkKey) -> tuple[float, float, float, float] | None:
+        a, b = centres.get(key[0]), centres.get(key[1])
+        return None if a is None or b is None else (*a, *b)
+
+    draw_paths(svg, paths, topo, ends, n)
     _draw_marked_links(svg, view, topo, centres, node_pos)
-    _state_legend(svg, height - 22)
+    if paths.tests:
+        _state_legend(svg, height - 22 - _PATH_LEGEND_H)
+        path_legend(svg, height - 22, paths, n)
+    else:
+        _state_legend(svg, height - 22)
     return svg.markup()
 
 
@@ -428,7 +474,7 @@ def _draw_marked_links(
         (x1, y1), (x2, y2) = ends  # type: ignore[misc]
         style = {**_LINK_STYLE[st], **({"stroke_width": 1.3} if many else {})}
         svg.add(
-            "line", title=f"link {key[0]} ↔ {key[1]}: {st}", x1=x1, y1=y1, x2=x2, y2=y2,
+            "line", title=_link_title(topo, key, st), x1=x1, y1=y1, x2=x2, y2=y2,
             stroke_opacity=0.45 if many else 0.9, data_link=f"{key[0]} -- {key[1]}", **style,
         )  # fmt: skip
 
