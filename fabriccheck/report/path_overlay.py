@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 from fabriccheck.models import LinkKey
 from fabriccheck.report.paths import FailPaths, TestPath
-from fabriccheck.report.svg import Svg
+from fabriccheck.report.svg import CONTENTION, Svg
 from fabriccheck.topology.model import Topology
 
 #: a failing test's path (attributed or not yet explained)
 PATH_COLOUR = "#2b6cb0"
 #: a failing test judged possible ECMP contention with nobody blamed (also the heatmap's cell)
-CONTENTION_COLOUR = "#8ec5e8"
+CONTENTION_COLOUR = CONTENTION
 #: one line group per test up to this many failing tests with a path ...
 PER_TEST_MAX = 12
 #: ... and this many nodes; beyond either: one line per link, coloured by its count

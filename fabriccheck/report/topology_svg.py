@@ -131,7 +131,7 @@ def _detailed(view: RunView, topo: Topology, paths: FailPaths) -> Markup:
     for n in lay.nodes:
         _draw_detail_node(svg, view, topo, lay, n)
     _state_legend(svg, lay.height - 22)
-    path_legend(svg, lay.height - 22 + extra_h, paths, len(view.nodes))
+    path_legend(svg, lay.height - 4, paths, len(view.nodes))
     return svg.markup()
 
 
@@ -315,7 +315,7 @@ def _aggregated(view: RunView, topo: Topology, paths: FailPaths) -> Markup:
     _draw_marked_links(svg, view, topo, centres, node_pos)
     if paths.tests:
         _state_legend(svg, height - 22 - _PATH_LEGEND_H)
-        path_legend(svg, height - 22, paths, n)
+        path_legend(svg, height - 4 - _PATH_LEGEND_H, paths, n)
     else:
         _state_legend(svg, height - 22)
     return svg.markup()
