@@ -105,6 +105,9 @@ def test_ib_bad_link_names_its_ports(ib):
     bad_line = topo_svg(dom).find("line", data_link=f"{link.a} -- {link.b}")
     assert bad_line.attrs["stroke"] == STATE_COLOURS["bad"]
     assert bad_line.find("title").text() == f"link {cable}: bad"
+    step = next(li for li in dom.find_all("li") if "step" in li.classes()
+                and li.find("div", **{"class": "title"}).text().startswith("Repair link"))
+    assert f"cable {cable}; " in step.text()
     rows = dom.find("table", **{"class": "cables"}).find("tbody").find_all("tr")
     assert [r.find_all("td")[1].text() for r in rows] == [cable]
     paths = failing_paths(result, topo)
