@@ -24,7 +24,7 @@ CONTENTION_COLOUR = CONTENTION
 PER_TEST_MAX = 12
 #: ... and this many nodes; beyond either: one line per link, coloured by its count
 PER_TEST_MAX_NODES = 64
-_LIGHT, _DARK = (198, 219, 239), (8, 48, 107)
+_LIGHT, _DARK = (66, 146, 198), (8, 48, 107)  # darker than CONTENTION at the light end
 _FONT = "font-family:system-ui,sans-serif"
 
 #: where a link's line goes: (x1, y1, x2, y2), None when an end is not drawn
@@ -54,7 +54,7 @@ def cable(topo: Topology, key: LinkKey) -> str:
 
 
 def scale_colour(count: int, most: int) -> str:
-    """Light blue (one failing test) to dark blue (the most on any link).
+    """Blue (one failing test) to dark blue (the most on any link).
 
     >>> scale_colour(1, 1), scale_colour(1, 5) != scale_colour(5, 5)
     ('#08306b', True)
