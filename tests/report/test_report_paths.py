@@ -214,3 +214,20 @@ def test_contention_ids_exclude_blamed_tests():
                   extra={"contention": ["t1", "t2"]},
                   verdicts=[Verdict("node", "a", "bad", "x", ("t1",))])
     assert contention_ids(r) == {"t2"}
+
+
+def test_ladder_cells_contention_apart(roce, ib):
+    from fabriccheck.report.ladder_table import LadderCell, ladder_table
+
+    assert LadderCell(passed=1, failed=1, contention=1).cls == "contention"
+    assert LadderCell(passed=1, failed=2, contention=1).cls == "some"  # one failure is blamed
+    topo, result, _, html = roce
+    cont = contention_ids(result)
+    cells = [(n, c) for row in ladder_table(result, sorted(topo.nodes)).rows
+             for n, c in row.cells.items()]
+    marked = [c for _, c in cells if c.cls == "contention"]
+    assert marked and 'class="lc contention"' in html
+    assert all(set(c.tests) & cont for c in marked)
+    _, ib_result, _, ib_html = ib
+    assert all(c.cls != "contention" for row in ladder_table(ib_result, ib_result.nodes).rows
+               for c in row.cells.values()) and 'lc contention' not in ib_html
