@@ -351,10 +351,13 @@ def _paths_caption(paths: FailPaths | None, view: RunView) -> str:
         return ""
     n = len(paths.tests)
     if per_test(paths, len(view.nodes)):
+        dashed = "; dashed: one of its equal-cost paths" if any(t.maybe for t in paths.tests) else ""
         return (f" Blue: the switch links each of the {n} failing test(s) crossed (solid: known "
-                "path; dashed: one of its equal-cost paths). Hover a path for its test.")
-    return (f" Blue: {n:,} failing tests counted per switch link (darker and wider: more; "
-            "dashed: only as one of their equal-cost paths). Hover a link for its tests.")
+                f"path{dashed}). Hover a path for its test.")
+    dashed = ("; dashed: only as one of their equal-cost paths"
+              if any(not ld.known for ld in paths.links.values()) else "")
+    return (f" Blue: {n:,} failing tests counted per switch link (darker and wider: more"
+            f"{dashed}). Hover a link for its tests.")
 
 
 def _cables(
