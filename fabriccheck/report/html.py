@@ -351,7 +351,8 @@ def _paths_caption(paths: FailPaths | None, view: RunView) -> str:
         return ""
     n = len(paths.tests)
     if per_test(paths, len(view.nodes)):
-        dashed = "; dashed: one of its equal-cost paths" if any(t.maybe for t in paths.tests) else ""
+        maybe = any(t.maybe for t in paths.tests)
+        dashed = "; dashed: one of its equal-cost paths" if maybe else ""
         return (f" Blue: the switch links each of the {n} failing test(s) crossed (solid: known "
                 f"path{dashed}). Hover a path for its test.")
     dashed = ("; dashed: only as one of their equal-cost paths"
