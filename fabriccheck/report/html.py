@@ -32,7 +32,7 @@ from fabriccheck.report.advice import Headline, headline, next_steps
 from fabriccheck.report.charts import render_nic_bars, render_sparkline, render_timeline
 from fabriccheck.report.heatmaps import render_pair_matrix, render_rail_heatmap
 from fabriccheck.report.ladder_table import ladder_context, ladder_table
-from fabriccheck.report.path_overlay import cable, per_test
+from fabriccheck.report.path_overlay import cable, counted_links, per_test
 from fabriccheck.report.paths import FailPaths, failing_paths
 from fabriccheck.report.signals_table import signal_rows
 from fabriccheck.report.topology_svg import DETAIL_MAX_NODES, render_topology
@@ -357,8 +357,12 @@ def _paths_caption(paths: FailPaths | None, view: RunView) -> str:
                 f"path{dashed}). Hover a path for its test.")
     dashed = ("; dashed: only as one of their equal-cost paths"
               if any(not ld.known for ld in paths.links.values()) else "")
+    left = len(paths.links) - len(counted_links(paths))
+    left_out = (f" {len(paths.links) - left:,} of {len(paths.links):,} links are drawn: those a "
+                "test surely crossed first, then the candidates most tests may have crossed."
+                if left else "")
     return (f" Blue: {n:,} failing tests counted per switch link (darker and wider: more"
-            f"{dashed}). Hover a link for its tests.")
+            f"{dashed}). Hover a link for its tests.{left_out}")
 
 
 def _cables(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fabriccheck.models import LinkKey
-from fabriccheck.report.paths import FailPaths, TestPath
+from fabriccheck.report.paths import FailPaths, LinkLoad, TestPath
 from fabriccheck.report.svg import CONTENTION, Svg
 from fabriccheck.topology.model import Topology
 
@@ -24,6 +24,10 @@ CONTENTION_COLOUR = CONTENTION
 PER_TEST_MAX = 12
 #: ... and this many nodes; beyond either: one line per link, coloured by its count
 PER_TEST_MAX_NODES = 64
+#: counted per link: at most this many lines (links surely crossed first, then the most-crossed
+#: candidates), so a RoCE fabric of 4,096 nodes, where each failing flow fans out over every
+#: spine, stays a page of a few MB
+PATH_LINES_MAX = 1500
 _LIGHT, _DARK = (66, 146, 198), (8, 48, 107)  # darker than CONTENTION at the light end
 _FONT = "font-family:system-ui,sans-serif"
 
@@ -108,9 +112,16 @@ def _draw_test(svg: Svg, tp: TestPath, topo: Topology, ends: Ends, off: float) -
     svg.close_group()
 
 
+def counted_links(paths: FailPaths) -> list[tuple[LinkKey, LinkLoad]]:
+    """The links drawn when counting per link: surely crossed ones first, then by count."""
+    ranked = sorted(paths.links.items(), key=lambda kv: (
+        not kv[1].known, -kv[1].total, -kv[1].known, kv[0]))
+    return ranked[:PATH_LINES_MAX]
+
+
 def _draw_counts(svg: Svg, paths: FailPaths, topo: Topology, ends: Ends) -> None:
     most = paths.max_total
-    for key, ld in sorted(paths.links.items(), key=lambda kv: kv[1].total):
+    for key, ld in sorted(counted_links(paths), key=lambda kv: kv[1].total):
         xy = ends(key)
         if xy is None:
             continue

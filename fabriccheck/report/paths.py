@@ -102,13 +102,32 @@ def _switch_links(path: Iterable[LinkKey], topo: Topology) -> frozenset[LinkKey]
     return frozenset(k for k in path if k[0] in sw and k[1] in sw)
 
 
-def flow_links(flow: Flow, topo: Topology) -> tuple[frozenset[LinkKey], frozenset[LinkKey], int]:
-    """A flow's switch links: (surely crossed, maybe crossed, number of candidate paths)."""
+#: a flow's switch links: (surely crossed, maybe crossed, number of candidate paths)
+FlowLinks = tuple[frozenset[LinkKey], frozenset[LinkKey], int]
+
+
+def flow_links(flow: Flow, topo: Topology,
+               cache: dict[tuple[str, str], FlowLinks] | None = None) -> FlowLinks:
+    """A flow's switch links: (surely crossed, maybe crossed, number of candidate paths).
+
+    ``cache`` keeps a RoCE flow's candidates per (source switch, destination switch): the
+    switch links of the equal-cost paths depend on nothing else.
+    """
     if flow.path is not None:
         return _switch_links(flow.path, topo), frozenset(), 1
     if topo.fabric == "infiniband":
         route = topo.route(flow.src, flow.dst)
         return (_switch_links(route, topo) if route else frozenset()), frozenset(), 1
+    key = (topo.attachment.get(flow.src, flow.src), topo.attachment.get(flow.dst, flow.dst))
+    if cache is not None and flow.partial is None and key in cache:
+        return cache[key]
+    got = _ecmp_links(flow, topo)
+    if cache is not None and flow.partial is None:
+        cache[key] = got
+    return got
+
+
+def _ecmp_links(flow: Flow, topo: Topology) -> FlowLinks:
     cands = [_switch_links(p, topo) for p in topo.paths(flow.src, flow.dst)]
     if flow.partial is not None:  # the trace stopped part-way: the paths through what is left
         rest = set(flow.partial)
@@ -151,6 +170,7 @@ def failing_paths(result: RunResult, topo: Topology) -> FailPaths:
     blamed = blamed_ids(result)
     tests: list[TestPath] = []
     links: dict[LinkKey, LinkLoad] = {}
+    cache: dict[tuple[str, str], FlowLinks] = {}
     for obs in result.observations:
         tid = obs.test.test_id
         if obs.status in (PASS, UNREACHABLE) or tid in glitches or not obs.test.flows:
@@ -159,7 +179,7 @@ def failing_paths(result: RunResult, topo: Topology) -> FailPaths:
         maybe: set[LinkKey] = set()
         ways = 1
         for flow in obs.test.flows:
-            k, m, w = flow_links(flow, topo)
+            k, m, w = flow_links(flow, topo, cache)
             known |= k
             maybe |= m
             ways = max(ways, w)

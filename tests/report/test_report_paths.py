@@ -231,3 +231,19 @@ def test_ladder_cells_contention_apart(roce, ib):
     _, ib_result, _, ib_html = ib
     assert all(c.cls != "contention" for row in ladder_table(ib_result, ib_result.nodes).rows
                for c in row.cells.values()) and 'lc contention' not in ib_html
+
+
+def test_per_link_lines_capped_known_links_first(roce, monkeypatch):
+    topo, result, _, _ = roce
+    paths = failing_paths(result, topo)
+    known = {k for k, ld in paths.links.items() if ld.known}
+    assert 0 < len(known) < len(paths.links)
+    monkeypatch.setattr(path_overlay, "PATH_LINES_MAX", len(known) + 2)
+    html = render_html(result, topo)
+    svg = topo_svg(parse(html))
+    drawn = {link_key(*ln.attrs["data-path-link"].split(" -- "))
+             for ln in svg.find_all("line") if "data-path-link" in ln.attrs}
+    assert len(drawn) == len(known) + 2 and known <= drawn
+    rest = sorted(ld.total for k, ld in paths.links.items() if k not in known)
+    assert min(paths.links[k].total for k in drawn - known) >= rest[-2]  # the most-crossed
+    assert f"{len(known) + 2} of {len(paths.links)} links are drawn" in html
