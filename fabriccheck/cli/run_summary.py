@@ -34,6 +34,9 @@ def print_summary(result: RunResult, console: Console) -> None:
         console.print(f"  {state} {v.kind} [bold]{name}[/]", highlight=False)
         why = v.reason.removeprefix("hung: ")
         console.print(f"      why: {why}", highlight=False, soft_wrap=False)
+        cable_line = describe_cables(result.extra.get("cables") or (), v.kind, v.name)
+        if cable_line:
+            console.print(f"      {cable_line}", highlight=False, markup=False)
         if v.evidence:
             more = f" (+{len(v.evidence) - 6} more)" if len(v.evidence) > 6 else ""
             console.print(f"      [dim]evidence: {', '.join(v.evidence[:6])}{more}[/]",
@@ -95,6 +98,41 @@ def describe_coverage(cov: dict | None, routing: str | None = None) -> str:
     line = (f"switch links crossed: {cov['exercised']}/{cov['total']} "
             f"({100 * cov['share']:.0f}%{'; ' + tiers if tiers else ''})")
     return line + (f", routes: {routing}" if routing else "")
+
+
+#: cables named per verdict line at most
+CABLES_SHOWN = 4
+
+
+def _cable(entry: dict) -> str:
+    """``leaf-1 port 17 <-> spine-0 port 3`` from an ``extra["cables"]`` entry."""
+    return str(entry.get("cable", "")).replace(" -- ", " <-> ")
+
+
+def describe_cables(entries, kind: str, name: str) -> str:
+    """The cable line under a link or switch verdict (``extra["cables"]``; "" when none).
+
+    >>> e = {"verdict": "leaf-1 -- spine-0", "kind": "link", "cable":
+    ...      "leaf-1 port 17 -- spine-0 port 3", "a_port": [17], "b_port": [3], "of": 1}
+    >>> describe_cables([e], "link", "leaf-1 -- spine-0")
+    'pull cable leaf-1 port 17 <-> spine-0 port 3'
+    >>> describe_cables([{**e, "cable": "leaf-1 -- spine-0", "a_port": [], "b_port": []}],
+    ...                 "link", "leaf-1 -- spine-0")
+    'cable leaf-1 <-> spine-0 (ports unknown: import the topology from ibnetdiscover to name them)'
+    """
+    mine = [e for e in entries if e.get("kind") == kind and e.get("verdict") == name]
+    if not mine:
+        return ""
+    ported = any(e.get("a_port") or e.get("b_port") for e in mine)
+    shown = ", ".join(_cable(e) for e in mine[:CABLES_SHOWN])
+    more = f" (+{len(mine) - CABLES_SHOWN} more)" if len(mine) > CABLES_SHOWN else ""
+    unknown = "" if ported else (" (ports unknown: import the topology from ibnetdiscover to "
+                                 "name them)")
+    if kind == "switch":
+        return f"its bad cables: {shown}{more}{unknown}"
+    if len(mine) == 1:
+        return f"pull cable {shown}{unknown}" if ported else f"cable {shown}{unknown}"
+    return f"one of {len(mine)} cables: {shown}{more}{unknown}"
 
 
 def describe_links(name: str) -> str:

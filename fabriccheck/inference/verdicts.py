@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from fabriccheck.inference.attribute import Inference, link_name
+from fabriccheck.inference.cables import cables
 from fabriccheck.inference.link_cover import ladder_tests_links, untested_links
 from fabriccheck.inference.localize import LinkGroup
 from fabriccheck.models import (
@@ -98,6 +99,11 @@ def build_result(
     extra["recheck"] = {"cleared": dict(sorted(inf.flakiness.cleared.items())),
                         "undecided": sorted(undecided)}
     extra["tested_without_rail_partner"] = dict(sorted(by_kind.items()))
+    # RoCE: failing tests that ECMP contention may explain (the report's "contention" cells)
+    extra["contention"] = sorted(inf.ambiguous)
+    # the links of link and switch verdicts with their ports: which cable to pull
+    extra["cables"] = cables(verdicts, {sw.verdict.name: sw.evidence_links for sw in switches},
+                             view.topology)
     return RunResult(
         mode=mode,
         nodes=list(nodes),

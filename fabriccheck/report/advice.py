@@ -298,12 +298,21 @@ def _link_steps(result: RunResult, fabric: str) -> list[Step]:
         Step(
             BAD,
             f"Repair link {a} ↔ {b}: reseat or replace the cable/optics",
-            "localized from the routes of failing and passing tests; no node is drained for it",
+            _ported(result, a, b) + "localized from the routes of failing and passing tests; "
+            "no node is drained for it",
             _link_checks(a, b, fabric),
             (f"{a} -- {b}",),
         )
         for a, b in links
     ]
+
+
+def _ported(result: RunResult, a: str, b: str) -> str:
+    """``cable leaf-1 port 17 ↔ spine-0 port 3; `` from ``extra["cables"]`` ("" without ports)."""
+    for e in result.extra.get("cables") or ():
+        if sorted(e.get("link") or ()) == sorted((a, b)) and (e.get("a_port") or e.get("b_port")):
+            return f"cable {str(e.get('cable', '')).replace(' -- ', ' ↔ ')}; "
+    return ""
 
 
 def _link_suspect_step(sus: dict[str, Any], fabric: str) -> Step:

@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from markupsafe import Markup
 
 from fabriccheck.models import FAIL, HANG, PASS, UNREACHABLE, Observation, RunResult, nic_node
-from fabriccheck.report.svg import NO_DATA, STATE_COLOURS, STATUS_COLOURS, Svg, ratio_colour
+from fabriccheck.report.paths import contention_ids
+from fabriccheck.report.svg import (
+    CONTENTION,
+    NO_DATA,
+    STATE_COLOURS,
+    STATUS_COLOURS,
+    Svg,
+    ratio_colour,
+)
 from fabriccheck.report.view import RunView, merge_groups, natural_key, obs_ratio
 from fabriccheck.topology.model import Topology
 
@@ -36,16 +44,23 @@ class Cell:
     count: int = 0
     failing: int = 0
     glitches: int = 0  # failures the run found did not reproduce: shown, but not as the colour
+    #: failures the run judged possible ECMP contention with nobody blamed: not an alarm either
+    contention: int = 0
 
     def add(
         self, ratio: float | None, status: str, test_id: str, *, best: bool = False,
-        glitch: bool = False,
+        glitch: bool = False, contention: bool = False,
     ) -> None:  # fmt: skip
         self.count += 1
         if glitch:
             self.glitches += 1
             if len(self.tests) < 6:
                 self.tests.append(f"{test_id} (glitch)")
+            return
+        if contention and status != PASS:
+            self.contention += 1
+            if len(self.tests) < 6:
+                self.tests.append(f"{test_id} (contention)")
             return
         self.failing += status != PASS
         if ratio is not None:
@@ -62,6 +77,8 @@ class Cell:
     def colour(self) -> str:
         if self.glitches == self.count:
             return GLITCH
+        if self.contention and not self.failing:
+            return CONTENTION
         if self.status in (HANG, UNREACHABLE, "error") and self.ratio is None:
             return STATUS_COLOURS[self.status]
         return ratio_colour(self.ratio)
@@ -70,6 +87,8 @@ class Cell:
         r = f"{self.ratio:.2f}× expected" if self.ratio is not None else "no number"
         more = "…" if self.count > len(self.tests) else ""
         glitches = f", {self.glitches} glitch(es) that did not reproduce" if self.glitches else ""
+        if self.contention:
+            glitches += (f", {self.contention} possible ECMP contention (nobody blamed)")
         return (
             f"{r}; {self.count} test(s), {self.failing} not passing{glitches}, worst status "
             f"{self.status}; tests {', '.join(self.tests)}{more}"
@@ -88,11 +107,13 @@ def _obs_pairs(obs: Observation) -> set[tuple[str, str]]:
     return pairs  # type: ignore[return-value]
 
 
-def _legend(svg: Svg, x: float, y: float) -> None:
+def _legend(svg: Svg, x: float, y: float, contention: bool = False) -> None:
     items = [("≥0.95×", ratio_colour(1.0)), ("0.8×", ratio_colour(0.8)),
              ("≤0.5×", ratio_colour(0.5)), ("hang", STATUS_COLOURS[HANG]),
              ("unreachable", STATUS_COLOURS[UNREACHABLE]), ("glitch only", GLITCH),
              ("no test", NO_DATA)]  # fmt: skip
+    if contention:
+        items.insert(-1, ("contention, not blamed", CONTENTION))
     for label, colour in items:
         svg.add("rect", x=x, y=y, width=12, height=12, rx=2, fill=colour, stroke="#cbd2dc")
         svg.add("text", label, x=x + 16, y=y + 10, font_size=10, style=_FONT, fill="#333")
@@ -122,15 +143,18 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
                    "paler when few of its tests failed")  # fmt: skip
     cells: dict[tuple[int, int], Cell] = {}
     glitches = glitch_ids(result)
+    contention = contention_ids(result)
     for obs in result.observations:
         r = obs_ratio(obs)
         g = obs.test.test_id in glitches
+        c = obs.test.test_id in contention
         for a, b in _obs_pairs(obs):
             if a not in index or b not in index:
                 continue
             i, j = index[a], index[b]
             for key in {(i, j), (j, i)}:
-                cells.setdefault(key, Cell()).add(r, obs.status, obs.test.test_id, glitch=g)
+                cells.setdefault(key, Cell()).add(r, obs.status, obs.test.test_id, glitch=g,
+                                                  contention=c)
     n = len(labels)
     cell = max(8.0, min(34.0, 1000.0 / max(n, 1)))
     label_w = min(190.0, 7.0 * max((len(s) for s in labels), default=4) + 10)
@@ -160,14 +184,14 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
     blocks = labels is not nodes
     for (i, j), c in sorted(cells.items()):
         # blocks: a block where only a few of many tests failed is drawn paler
-        share = c.failing / max(c.count - c.glitches, 1)
+        share = c.failing / max(c.count - c.glitches - c.contention, 1)
         opacity = round(0.35 + 0.65 * share, 2) if blocks and c.failing else None
         svg.add(
             "rect", title=f"{labels[i]} ↔ {labels[j]}: {c.describe()}", x=left + j * cell,
             y=top + i * cell, width=cell - 1, height=cell - 1, fill=c.colour,
-            fill_opacity=opacity,
+            fill_opacity=opacity, class_="contention" if c.colour == CONTENTION else None,
         )  # fmt: skip
-    _legend(svg, 10, height - 22)
+    _legend(svg, 10, height - 22, any(c.colour == CONTENTION for c in cells.values()))
     return svg.markup(), caption
 
 
@@ -182,11 +206,14 @@ def nic_cells(result: RunResult) -> dict[str, Cell]:
     """Per NIC endpoint: the best ratio of the tests whose flows use it."""
     out: dict[str, Cell] = {}
     glitches = glitch_ids(result)
+    contention = contention_ids(result)
     for obs in result.observations:
         r = obs_ratio(obs)
         g = obs.test.test_id in glitches
+        c = obs.test.test_id in contention
         for nic in {e for f in obs.test.flows for e in (f.src, f.dst)}:
-            out.setdefault(nic, Cell()).add(r, obs.status, obs.test.test_id, best=True, glitch=g)
+            out.setdefault(nic, Cell()).add(r, obs.status, obs.test.test_id, best=True, glitch=g,
+                                            contention=c)
     return out
 
 
@@ -229,7 +256,7 @@ def render_rail_heatmap(
             "rect", title=f"{where} · {rail_label[rails[j]]}: {c.describe()}", x=x, y=y,
             width=w, height=h, rx=2, fill=c.colour,
         )  # fmt: skip
-    _legend(svg, 10, height - 22)
+    _legend(svg, 10, height - 22, any(c.colour == CONTENTION for c in agg.values()))
     return svg.markup(), caption
 
 
@@ -257,6 +284,7 @@ def _rail_blocks(
         tgt.count += c.count
         tgt.failing += c.failing
         tgt.glitches += c.glitches
+        tgt.contention += c.contention
         tgt.tests = (tgt.tests + c.tests)[:6]
         if c.ratio is not None:
             tgt.ratio = c.ratio if tgt.ratio is None else min(tgt.ratio, c.ratio)

@@ -18,11 +18,22 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from fabriccheck.models import HEALTHY, PASS, Observation, RunResult, Verdict, nic_node
+from fabriccheck.models import (
+    BAD,
+    HEALTHY,
+    PASS,
+    SUSPECT,
+    Observation,
+    RunResult,
+    Verdict,
+    nic_node,
+)
 from fabriccheck.report.advice import Headline, headline, next_steps
 from fabriccheck.report.charts import render_nic_bars, render_sparkline, render_timeline
 from fabriccheck.report.heatmaps import render_pair_matrix, render_rail_heatmap
 from fabriccheck.report.ladder_table import ladder_context, ladder_table
+from fabriccheck.report.path_overlay import cable, counted_links, per_test
+from fabriccheck.report.paths import FailPaths, failing_paths
 from fabriccheck.report.signals_table import signal_rows
 from fabriccheck.report.topology_svg import DETAIL_MAX_NODES, render_topology
 from fabriccheck.report.view import (
@@ -45,6 +56,8 @@ HEALTHY_VERDICTS_MAX = 300
 LISTED_MAX = 500
 #: per-node cards with NIC bars, most severe first
 BLAMED_MAX = 24
+#: bad/suspect links listed with their cable (ports) under the topology picture
+CABLES_MAX = 40
 OUTPUT_CHARS = 3000
 _RANK = {s: i for i, s in enumerate(NODE_STATES)}
 
@@ -216,6 +229,7 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
         A complete, self-contained HTML document.
     """
     view = build_view(result, topology)
+    paths = failing_paths(result, topology) if topology is not None and topology.switches else None
     fabric = topology.fabric if topology is not None else str(result.extra.get("fabric", ""))
     head = headline(result, view)
     steps = next_steps(result, view, fabric, _topology_ref(result, topology))
@@ -245,8 +259,9 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
         stats=_stats(result, view),
         steps=[s for s in steps if s.level != "info"],
         notes=[s for s in steps if s.level == "info"],
-        topology_svg=render_topology(view, topology),
-        topo_caption=_topology_caption(view, topology),
+        topology_svg=render_topology(view, topology, paths),
+        topo_caption=_topology_caption(view, topology) + _paths_caption(paths, view),
+        cables=_cables(view, topology, paths),
         pair_svg=pair_svg,
         pair_caption=pair_caption,
         pair_wide=len(view.run_nodes) > 24,
@@ -328,6 +343,41 @@ def _topology_caption(view: RunView, topology: Topology | None) -> str:
             "groups: one cell per node (dark strip: the group's leaf switches), one "
             "cell per spine/core switch; only bad (red) and suspect (amber) links "
             "are drawn. Hover any cell for its name and state.")  # fmt: skip
+
+
+def _paths_caption(paths: FailPaths | None, view: RunView) -> str:
+    """What the blue path lines mean at this size ("" when no failing test crossed a switch)."""
+    if paths is None or not paths.tests:
+        return ""
+    n = len(paths.tests)
+    if per_test(paths, len(view.nodes)):
+        maybe = any(t.maybe for t in paths.tests)
+        dashed = "; dashed: one of its equal-cost paths" if maybe else ""
+        return (f" Blue: the switch links each of the {n} failing test(s) crossed (solid: known "
+                f"path{dashed}). Hover a path for its test.")
+    dashed = ("; dashed: only as one of their equal-cost paths"
+              if any(not ld.known for ld in paths.links.values()) else "")
+    left = len(paths.links) - len(counted_links(paths))
+    left_out = (f" {len(paths.links) - left:,} of {len(paths.links):,} links are drawn: those a "
+                "test surely crossed first, then the candidates most tests may have crossed."
+                if left else "")
+    return (f" Blue: {n:,} failing tests counted per switch link (darker and wider: more"
+            f"{dashed}). Hover a link for its tests.{left_out}")
+
+
+def _cables(
+    view: RunView, topology: Topology | None, paths: FailPaths | None
+) -> list[dict[str, Any]]:
+    """Bad then suspect links with the cable to pull (ports where known) and failing tests."""
+    if topology is None:
+        return []
+    marked = sorted(((st != BAD, k) for k, st in view.link_state.items() if st in (BAD, SUSPECT)))
+    rows = []
+    for not_bad, key in marked[:CABLES_MAX]:
+        load = paths.links.get(key) if paths is not None else None
+        rows.append({"state": SUSPECT if not_bad else BAD, "cable": cable(topology, key),
+                     "tests": load.total if load else 0})
+    return rows
 
 
 def _summary(result: RunResult, head: Headline) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from fabriccheck.models import PASS, RunResult
 from fabriccheck.policy import GROUP_PROBES, PAIR_PROBES
+from fabriccheck.report.paths import contention_ids
 
 #: one column per node up to this many nodes (the pair heatmap's limit)
 LADDER_MAX_NODES = 64
@@ -28,16 +29,21 @@ class LadderCell:
     passed: int = 0
     failed: int = 0
     glitches: int = 0
+    #: failures judged possible ECMP contention with nobody blamed (RoCE)
+    contention: int = 0
     tests: list[str] = field(default_factory=list)
 
     @property
     def cls(self) -> str:
         """CSS class: ``ok`` all passed, ``some`` some failed, ``bad`` all failed, ``glitch``
-        when every failure was a glitch the run found did not reproduce."""
+        when every failure was a glitch the run found did not reproduce, ``contention`` when
+        the rest were possible ECMP contention nobody was blamed for."""
         if not self.failed:
             return "ok"
         if self.failed == self.glitches:
             return "glitch"
+        if self.contention and self.failed == self.glitches + self.contention:
+            return "contention"
         return "bad" if not self.passed else "some"
 
     @property
@@ -47,6 +53,8 @@ class LadderCell:
     @property
     def title(self) -> str:
         g = f" ({self.glitches} glitch)" if self.glitches else ""
+        if self.contention:
+            g += f" ({self.contention} possible ECMP contention, nobody blamed)"
         return (f"{self.passed} passed, {self.failed} not passing{g}; failing: "
                 f"{', '.join(self.tests) or 'none'}")
 
@@ -64,7 +72,8 @@ class LadderRow:
         out = {"all pass": 0, "some fail": 0, "all fail": 0, "not tested": 0}
         for n in nodes:
             c = self.cells.get(n)
-            key = ("not tested" if c is None else "all pass" if c.cls in ("ok", "glitch")
+            key = ("not tested" if c is None else "all pass" if c.cls in ("ok", "glitch",
+                                                                          "contention")
                    else "all fail" if c.cls == "bad" else "some fail")
             out[key] += 1
         return out
@@ -136,6 +145,7 @@ def ladder_table(result: RunResult, nodes: list[str]) -> LadderTable | None:
     if not isinstance(info, dict) or not (info.get("levels") or info.get("skipped")):
         return None
     glitches = {str(t) for t in result.extra.get("glitches") or ()}
+    contention = contention_ids(result)
     rows: dict[tuple[int, int], LadderRow] = {}
     probes: dict[tuple[int, int], str] = {}
     for obs in result.observations:
@@ -152,6 +162,7 @@ def ladder_table(result: RunResult, nodes: list[str]) -> LadderTable | None:
                 continue
             c.failed += 1
             c.glitches += t.test_id in glitches
+            c.contention += t.test_id in contention and t.test_id not in glitches
             if len(c.tests) < 6:
                 c.tests.append(t.test_id)
     for lv in info.get("levels") or ():

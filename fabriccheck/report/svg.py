@@ -32,6 +32,8 @@ STATUS_COLOURS = {
     "error": "#5f6b7a",
 }
 NO_DATA = "#eef1f5"
+#: a failing test the run judged possible ECMP contention, with nobody blamed (not an alarm)
+CONTENTION = "#8ec5e8"
 
 
 def _fmt(value: object) -> str:

@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ("advice", "charts", "ladder_table", "signals_table", "svg", "tabular", "view")
+MODULES = ("advice", "charts", "ladder_table", "path_overlay", "paths", "signals_table", "svg",
+           "tabular", "view")
 
 
 @pytest.mark.parametrize("name", MODULES)
