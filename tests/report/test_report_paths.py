@@ -21,9 +21,10 @@ BAD_LINK = ("leaf-1-1", "spine-3")
 
 
 def ported(fabric: str):
-    """32 nodes, 4 rails, 4 leaves per rail, 4 spines; every switch link with port numbers."""
+    """32 nodes, 4 rails, 6 leaves per rail (the last with 2 nodes: on RoCE the ladder then runs
+    unpinned collectives across pods), 4 spines; every switch link with port numbers."""
     topo = generate({"kind": "rail-optimized", "nodes": 32, "rails": 4, "gpus_per_node": 8,
-                     "nodes_per_leaf": 8, "spines": 4}, name=f"r32-{fabric}", fabric=fabric)
+                     "nodes_per_leaf": 6, "spines": 4}, name=f"r32-{fabric}", fabric=fabric)
     sw = topo.switches
     idx = {s: i for i, s in enumerate(sorted(sw))}
     topo.links = {k: (dataclasses.replace(lk, a_port=(idx[lk.b] + 33,), b_port=(idx[lk.a] + 1,))
@@ -47,7 +48,17 @@ def ib():
 
 @pytest.fixture(scope="module")
 def roce():
-    topo, result = degraded_run("roce", 2)
+    """A RoCE sweep with failing unpinned (cross-pod collective) flows: ECMP candidates."""
+    topo, result = degraded_run("roce", 3)
+    html = render_html(result, topo)
+    return topo, result, parse(html), html
+
+
+@pytest.fixture(scope="module")
+def roce_contended():
+    """A RoCE sweep with failures possible ECMP contention explains (since collectives are
+    carved collision-free, contention is rare: seeds 5 and 8 of 1-8 have some)."""
+    topo, result = degraded_run("roce", 5)
     html = render_html(result, topo)
     return topo, result, parse(html), html
 
@@ -135,10 +146,12 @@ def test_ib_aggregated_counts_per_link(ib, monkeypatch):
     assert lines[link_key(*BAD_LINK)].attrs["stroke"] == path_overlay.scale_colour(most, most)
 
 
-def test_roce_learned_paths_solid_candidates_dashed(roce):
-    topo, result, dom, html = roce
+def test_roce_learned_paths_solid_candidates_dashed(roce, monkeypatch):
+    topo, result, _, _ = roce
     paths = failing_paths(result, topo)
-    svg = topo_svg(dom)
+    monkeypatch.setattr(path_overlay, "PER_TEST_MAX", 0)  # as on a big run: counts per link
+    html = render_html(result, topo)
+    svg = topo_svg(parse(html))
     for tp in paths.tests:
         o = next(o for o in result.observations if o.test.test_id == tp.test_id)
         learned = [f for f in o.test.flows if f.path is not None]
@@ -146,7 +159,6 @@ def test_roce_learned_paths_solid_candidates_dashed(roce):
         if all(f.path is not None for f in o.test.flows):
             assert not tp.maybe and tp.ways == 1
     assert any(tp.maybe and tp.ways > 1 for tp in paths.tests)  # unpinned: one of N
-    assert not path_overlay.per_test(paths, len(topo.nodes))  # many tests: counted per link
     lines = {link_key(*ln.attrs["data-path-link"].split(" -- ")): ln
              for ln in svg.find_all("line") if "data-path-link" in ln.attrs}
     assert set(lines) == set(paths.links)
@@ -168,8 +180,8 @@ def test_flow_links_ecmp_candidates():
     assert same_leaf == (frozenset(), frozenset(), 1)
 
 
-def test_contention_cells_only_for_contention(roce, ib):
-    topo, result, dom, html = roce
+def test_contention_cells_only_for_contention(roce_contended, ib):
+    topo, result, dom, html = roce_contended
     cont = contention_ids(result)
     assert cont, "this seed collides flows on ECMP"
     assert cont <= set(result.extra["contention"])
@@ -216,12 +228,12 @@ def test_contention_ids_exclude_blamed_tests():
     assert contention_ids(r) == {"t2"}
 
 
-def test_ladder_cells_contention_apart(roce, ib):
+def test_ladder_cells_contention_apart(roce_contended, ib):
     from fabriccheck.report.ladder_table import LadderCell, ladder_table
 
     assert LadderCell(passed=1, failed=1, contention=1).cls == "contention"
     assert LadderCell(passed=1, failed=2, contention=1).cls == "some"  # one failure is blamed
-    topo, result, _, html = roce
+    topo, result, _, html = roce_contended
     cont = contention_ids(result)
     cells = [(n, c) for row in ladder_table(result, sorted(topo.nodes)).rows
              for n, c in row.cells.items()]
@@ -235,6 +247,7 @@ def test_ladder_cells_contention_apart(roce, ib):
 
 def test_per_link_lines_capped_known_links_first(roce, monkeypatch):
     topo, result, _, _ = roce
+    monkeypatch.setattr(path_overlay, "PER_TEST_MAX", 0)  # as on a big run: counts per link
     paths = failing_paths(result, topo)
     known = {k for k, ld in paths.links.items() if ld.known}
     assert 0 < len(known) < len(paths.links)
