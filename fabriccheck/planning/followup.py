@@ -17,7 +17,7 @@ import random
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from fabriccheck.models import LinkKey, Test, nic_node
+from fabriccheck.models import Flow, LinkKey, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.topology.view import FabricView
 
@@ -431,7 +431,10 @@ def plan_roce_batch(leaf_a: str, leaf_b: str, rail: int, b: RoundBuilder, good_n
         dsts = sorted(n for n in good_nics if att.get(n) == d_leaf and b.nic_free(n, "rx"))
         rng.shuffle(srcs)
         rng.shuffle(dsts)
-        for s_nic, d_nic in list(zip(srcs, dsts, strict=False))[:per_way]:
+        # never more flows one way than there are uplinks to spread over: with one path
+        # between the leaves, two flows surely halve each other (contention, not a sample)
+        width = _uplinks_between(b.view, srcs[0], dsts[0], s_leaf) if srcs and dsts else 0
+        for s_nic, d_nic in list(zip(srcs, dsts, strict=False))[:min(per_way, width)]:
             if b.view.topology.nics[s_nic].rail != rail or nic_node(s_nic) == nic_node(d_nic):
                 continue
             t = b.add_flow(nic_node(s_nic), nic_node(d_nic), rail, "localize", check_links=False,
@@ -440,6 +443,19 @@ def plan_roce_batch(leaf_a: str, leaf_b: str, rail: int, b: RoundBuilder, good_n
                 b.budget.fits_flows([(s_nic, d_nic)], force=True)  # keep other tests off
                 made += 1
     return made
+
+
+def _uplinks_between(view: FabricView, src: str, dst: str, leaf: str) -> int:
+    """How many of ``leaf``'s links the equal-cost paths ``src -> dst`` may leave it by.
+
+    >>> from fabriccheck.topology import generate
+    >>> v = FabricView(generate({"kind": "rail-optimized", "nodes": 8, "rails": 1,
+    ...     "gpus_per_node": 0, "nodes_per_leaf": 4, "spines": 2}, name="t", fabric="roce"))
+    >>> src, dst = "node-001/mlx5_0", "node-005/mlx5_0"
+    >>> _uplinks_between(v, src, dst, v.topology.attachment[src])
+    2
+    """
+    return sum(1 for lk in view.flow_links(Flow(src, dst))[1] if leaf in lk)
 
 
 def plan_roce_link_probes(candidates: Sequence[LinkKey], b: RoundBuilder, good_nics: set[str],

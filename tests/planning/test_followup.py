@@ -244,3 +244,28 @@ def test_links_shadowed_by_a_blamed_device_are_probed():
     passed = obs(20, "node-003/mlx5_0", far, PASS)
     history = history.with_round(RoundRecord(2, RoundKind.FOLLOW_UP, (passed,)))
     assert not set(other) & set(shadowed_links(ctx, history, infer(history.observations, view)))
+
+
+def test_roce_batch_sends_no_more_flows_one_way_than_there_are_uplinks():
+    """lab-4: one uplink per leaf. Two sampled flows one way surely halve each other (a
+    fault-free sweep failed all 12 of its sampling tests, as contention); one flow per way."""
+    from pathlib import Path
+
+    from fabriccheck.planning.followup import plan_roce_batch, plan_roce_sampling
+    from fabriccheck.topology import load_topology
+    from fabriccheck.topology.view import FabricView
+
+    topo = load_topology(str(Path(__file__).parents[2] / "topologies" / "lab-4.yaml"))
+    view = FabricView(topo)
+    good = set(topo.nics)
+    b = RoundBuilder(7, view, load_spec("lab-tcp"), SweepPolicy(pair_probe="iperf3"))
+    assert plan_roce_batch("leaf-1", "leaf-2", 0, b, good, seed=0, per_way=2) == 2
+    ways = [t.params["batch"] for t in b.tests]
+    assert sorted(ways) == ["leaf-1>leaf-2", "leaf-2>leaf-1"]
+    b2 = RoundBuilder(7, view, load_spec("lab-tcp"), SweepPolicy(pair_probe="iperf3"))
+    assert plan_roce_sampling(b2, good, seed=0, per_way=2) == 2
+    # two spines: two flows each way may spread over the two uplinks
+    wide = make_view(fabric="roce", nodes=8, rails=1, nodes_per_leaf=4, spines=2)
+    b3 = builder(wide)
+    assert plan_roce_batch("leaf-0-0", "leaf-1-0", 0, b3, set(wide.topology.nics), seed=0,
+                           per_way=2) == 4
