@@ -298,7 +298,7 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
     for lst in by_rail.values():
         rng.shuffle(lst)
     if cleared:
-        pinning = _probe_search(link, cand, b, near, by_rail, under, seen, search_limit,
+        pinning = _probe_search(link, cand, b, near, by_rail, under, seen, search_limit // 4,
                                 set(cleared) | {link})
         if pinning is not None:
             return pinning
@@ -319,7 +319,8 @@ def _clear_beside(probe: Test, link: LinkKey, shunned: set[LinkKey], b: RoundBui
     f = probe.flows[0]
     made = 0
     for other in sorted(b.view.route_links(f.src, f.dst) - set(cleared) - {link}):
-        t = _probe_one(other, shunned | {link}, b, good_nics, seen, rng, search_limit, cleared)
+        t = _probe_one(other, shunned | {link}, b, good_nics, seen, rng, search_limit // 4,
+                       cleared)
         if t is not None:
             seen.add(frozenset(t.nodes))
             made += 1
@@ -349,7 +350,7 @@ def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list
 
     for d in near:  # down the link: a receiver whose route comes down it, any far sender
         others = [o for o in by_rail.get(nics[d].rail, ()) if o not in under]
-        for i, o in enumerate(others[:16 if only is None else 64]):
+        for i, o in enumerate(others[:16 if only is None else 32]):
             if budget[0] <= 0:
                 return None
             got = try_flow(o, d)
