@@ -219,6 +219,7 @@ def plan_link_probes(
     per_link: int = 2,
     avoid: Sequence[LinkKey] = (),
     cleared: Collection[LinkKey] = (),
+    suspected: Collection[LinkKey] = (),
 ) -> int:
     """Localization tests for one candidate set of links.
 
@@ -236,7 +237,8 @@ def plan_link_probes(
     the others). ``cleared``: links passing tests exonerated; a route whose other links are
     all cleared is tried first, since only a probe whose one uncleared link is the suspect
     counts towards convicting it (a probe that also crosses an uncleared link of another
-    leaf waits for that link to be cleared, rounds later).
+    leaf waits for that link to be cleared, rounds later). ``suspected``: links of other
+    candidate sets; a flow across one of them clears nothing (see :func:`_clear_beside`).
     RoCE: fresh flows between the two leaves (see :func:`_roce_leaf_probes`).
     """
     made = 0
@@ -264,7 +266,7 @@ def plan_link_probes(
                 break
             seen.add(frozenset(t.nodes))  # the next probe of this link: another node pair
             made += 1 + _clear_beside(t, link, shunned, b, pool, seen, rng, search_limit,
-                                      cleared)
+                                      cleared, suspected)
     if retest and (len(candidates) < 2 or len(flows) < 2):  # "glitch or real?": same route
         for test_id, src, dst in flows[:1]:  # only if a direction of its links is still free
             t = b.add_flow(nic_node(src), nic_node(dst), view.topology.nics[src].rail,
@@ -307,18 +309,23 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
 
 def _clear_beside(probe: Test, link: LinkKey, shunned: set[LinkKey], b: RoundBuilder,
                   good_nics: set[str], seen: set[frozenset[str]], rng: random.Random,
-                  search_limit: int, cleared: Collection[LinkKey]) -> int:
+                  search_limit: int, cleared: Collection[LinkKey],
+                  suspected: Collection[LinkKey] = ()) -> int:
     """A probe of ``link`` that also crosses links no pass cleared yet (on a small rail, the
     other leaves' links to the same spine) pins nothing when it fails, until those are
     cleared. Each such link gets a flow in the same round that crosses it but not ``link``
     (nor the set's other candidates and rivals): a pass clears it, so the probe's failure
     pins ``link`` a round sooner; a failure is evidence about that link in its own right.
-    Returns the number of flows planned."""
+    Links that are candidates themselves (``suspected``: a dead switch, whose every route
+    across one of its links crosses another) get none: a flow across them would fail as
+    well and only take the NICs the probes of those links need. Returns the number of flows
+    planned."""
     if not cleared:
         return 0
     f = probe.flows[0]
     made = 0
-    for other in sorted(b.view.route_links(f.src, f.dst) - set(cleared) - {link}):
+    skip = set(cleared) | set(suspected) | {link}
+    for other in sorted(b.view.route_links(f.src, f.dst) - skip):
         t = _probe_one(other, shunned | {link}, b, good_nics, seen, rng, search_limit // 4,
                        cleared)
         if t is not None:
