@@ -58,17 +58,6 @@ def test_dead_spine_is_one_switch_verdict_within_the_link_bar():
     assert set(rounds) <= _reported(res)
 
 
-def test_uplink_behind_a_bad_nic_is_localized_within_the_link_bar():
-    """multi_per_node_leaf: the only early test across a degraded uplink ran with a bad NIC
-    (the NIC explains it); the link's own verdict came in round 8 until links whose every
-    crossing such a device explains got probes of their own."""
-    res, fs = _run("multi_per_node_leaf", "ib-rail", 2)
-    bad = {f"{a} -- {b}" for a, b in (link_key(*lk) for lk in fs.bad_links())}
-    rounds = res.extra["verdict_rounds"]
-    assert bad and all(rounds.get(k, 99) <= 5 for k in bad), rounds
-    assert max(rounds.values()) <= 5
-
-
 def test_link_probes_pin_on_a_small_rail_within_the_link_bar():
     """odd_leaves: three leaves on the rail, so every probe of the uplink also crosses
     another leaf's uncleared link to the same spine; probes take cleared routes or clear the

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fabriccheck.inference.attribute import Inference
-from fabriccheck.models import FAIL, LinkKey, Test, nic_node
+from fabriccheck.models import Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.followup import (
     GoodPool,
@@ -49,7 +49,6 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
             _count(tries, node)
     if ctx.policy.localize and ctx.view.fabric == "infiniband":
         _localize_ib(ctx, inf, b, tries)  # a few probe flows per candidate set
-        _probe_shadowed_links(ctx, history, inf, b, tries)
     elif ctx.policy.localize:
         _probe_learned_roce_links(ctx, inf, b, tries)  # RoCE: flows aimed at small sets
     if confirm_only:
@@ -168,36 +167,6 @@ def _localize_ib(ctx: RunContext, inf: Inference, b: RoundBuilder,
         if plan_link_probes(flows, g.candidates, b, inf.good_nics, seed=ctx.policy.seed,
                             retest=tries.get(key, 0) == 0, avoid=g.rivals,
                             cleared=inf.cleared_links, suspected=suspected):
-            _count(tries, key)
-
-
-def shadowed_links(ctx: RunContext, history: RunHistory, inf: Inference) -> list[LinkKey]:
-    """InfiniBand switch links whose every finished crossing failed with a blamed node or NIC
-    on board (bad, hung or suspect): the device explains those failures, so the link is
-    neither cleared nor a candidate, and a fault on it (an uplink of the same leaf) stays
-    hidden behind the device's verdict until some later test crosses it."""
-    blamed = inf.blamed_nodes
-    shadowed: set[LinkKey] = set()
-    for o in history.observations:
-        if o.status != FAIL or not blamed & set(o.test.nodes):
-            continue
-        for f in o.test.flows:
-            shadowed |= ctx.view.flow_links(f)[0]
-    candidates = {lk for g in inf.links for lk in g.candidates}
-    return sorted(shadowed - inf.cleared_links - candidates)
-
-
-def _probe_shadowed_links(ctx: RunContext, history: RunHistory, inf: Inference,
-                          b: RoundBuilder, tries: dict[str, int]) -> None:
-    """Each :func:`shadowed_links` link gets localization probes between known-good NICs
-    (once: a pass clears it; two failing fresh pairs convict it, see
-    ``inference.localize``)."""
-    for link in shadowed_links(ctx, history, inf):
-        key = "shadow:" + "-".join(link)
-        if tries.get(key, 0) >= 1:
-            continue
-        if plan_link_probes((), (link,), b, inf.good_nics, seed=ctx.policy.seed,
-                            retest=False, cleared=inf.cleared_links):
             _count(tries, key)
 
 

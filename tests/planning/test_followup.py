@@ -198,54 +198,6 @@ def test_link_probe_clears_the_other_uncleared_link_in_the_same_round():
                             seed=0, retest=False, per_link=1) == 1
 
 
-def test_links_shadowed_by_a_blamed_device_are_probed():
-    """A link whose only crossing failed with a bad NIC on board is neither cleared nor a
-    candidate: it is listed and probed from known-good pairs (a pass clears it)."""
-    from fabriccheck.inference.attribute import infer
-    from fabriccheck.models import FAIL, PASS, Flow, Observation, RoundKind, Test
-    from fabriccheck.planning.followup_round import _probe_shadowed_links, shadowed_links
-    from fabriccheck.planning.planner import RunContext
-    from fabriccheck.run_history import RoundRecord, RunHistory
-
-    view = make_view()
-    ctx = RunContext("sweep", tuple(sorted(view.topology.nodes)), view, SPEC, SweepPolicy())
-    bad, far = "node-001/mlx5_0", "node-020/mlx5_0"
-
-    def obs(i, s, d, status):
-        t = Test(f"r1-{i:05d}", "ib_write_bw", (s.split("/")[0], d.split("/")[0]),
-                 (Flow(s, d),), purpose="sweep")
-        return Observation(t, status, 100.0 if status == FAIL else 395.0, "Gb/s")
-
-    # node-001/mlx5_0 fails with three partners (bad NIC); the other NICs pass on their rails
-    rows = [obs(1, bad, far, FAIL), obs(2, "node-021/mlx5_0", bad, FAIL),
-            obs(3, bad, "node-002/mlx5_0", FAIL)]
-    rows += [obs(10 + r, f"node-001/mlx5_{r}", f"node-002/mlx5_{r}", PASS) for r in (1, 2, 3)]
-    # known-good partners: same-leaf pairs on rail 0 (they clear NICs, no leaf-spine link)
-    rows += [obs(100 + k, f"node-{2 * k + 1:03d}/mlx5_0", f"node-{2 * k + 2:03d}/mlx5_0", PASS)
-             for k in range(1, 32)]
-    att = view.topology.attachment
-    assert all(att[o.test.flows[0].src] == att[o.test.flows[0].dst] for o in rows[6:])
-    history = RunHistory().with_round(RoundRecord(1, RoundKind.SWEEP, tuple(rows)))
-    inf = infer(history.observations, view)
-    assert "node-001" in inf.blamed_nodes
-    shadowed = shadowed_links(ctx, history, inf)
-    route = view.route_links(bad, far)
-    assert route and route <= set(shadowed)
-    b = builder(view)
-    _probe_shadowed_links(ctx, history, inf, b, tries := {})
-    probed = {t.params["probe_of"] for t in b.tests}
-    assert {" -- ".join(lk) for lk in route} <= probed
-    assert all("node-001" not in t.nodes for t in b.tests)
-    b2 = builder(view)
-    _probe_shadowed_links(ctx, history, inf, b2, tries)
-    assert not b2.tests  # once per link
-    # a pass across one of them clears it
-    other = sorted(view.route_links("node-003/mlx5_0", far) & route)
-    passed = obs(20, "node-003/mlx5_0", far, PASS)
-    history = history.with_round(RoundRecord(2, RoundKind.FOLLOW_UP, (passed,)))
-    assert not set(other) & set(shadowed_links(ctx, history, infer(history.observations, view)))
-
-
 def test_roce_batch_sends_no_more_flows_one_way_than_there_are_uplinks():
     """lab-4: one uplink per leaf. Two sampled flows one way surely halve each other (a
     fault-free sweep failed all 12 of its sampling tests, as contention); one flow per way."""
