@@ -15,15 +15,11 @@ from collections.abc import Callable, Sequence
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.executors.base import Executor
-from fabriccheck.inference.attribute import Inference, infer, link_name
+from fabriccheck.inference.attribute import Inference, link_name
 from fabriccheck.inference.judge import judge_round
-from fabriccheck.inference.signals import (
-    SignalState,
-    evaluate_signals,
-    judge_signal_round,
-    merge_signal_verdicts,
-)
-from fabriccheck.inference.verdicts import RunEnd, build_result
+from fabriccheck.inference.run_result import assemble_result, infer_run
+from fabriccheck.inference.signals import SignalState, judge_signal_round
+from fabriccheck.inference.verdicts import RunEnd
 from fabriccheck.learn_paths import PathLearner
 from fabriccheck.models import Probe, RawResult, RunResult, Test
 from fabriccheck.planning.planner import (
@@ -88,43 +84,14 @@ def run(
     planner = Planner(ctx)
     learner = PathLearner.for_executor(view, executor, policy.seed)
     history, inf, end, sig = _loop(ctx, planner, executor, progress, learner)
-    result = build_result(mode, nodes, history, inf, view, policy, end)
+    ladder = None
     if planner.ladder.steps or planner.ladder.skipped:
-        result.extra["ladder"] = planner.ladder.info()
-        result.extra["ladder"]["scale_suspects"] = planner.open_suspects()
-    add_signal_results(result, sig, history, skipped)
+        ladder = {**planner.ladder.info(), "scale_suspects": planner.open_suspects()}
+    result = assemble_result(mode, nodes, history, inf, view, policy, end, sig, skipped, ladder)
     result.wall_seconds = time.monotonic() - t0
     if learner is not None and learner.stats.pinned_flows:
         result.extra["path_learning"] = learner.stats.to_json()
     return result
-
-
-def add_signal_results(result: RunResult, sig: SignalState, history: RunHistory,
-                       skipped: Sequence[str]) -> None:
-    """Signal readings into the run result: the ``signals`` key, suspects, untested parts and
-    the readings themselves (``signal_observations``)."""
-    result.extra["signals"] = sig.to_json()
-    result.extra["preflight_skipped"] = list(skipped)
-    drain = set(result.drain)
-    new = [v for k, v in sorted(sig.suspects.items())
-           if k not in drain and k.split("/", 1)[0] not in drain]
-    result.verdicts += new
-    result.suspects = sorted({*result.suspects, *(v.name for v in new)})
-    gone = drain | set(result.unreachable) | set(result.hung)
-    result.extra["untested"] = [*result.extra.get("untested", []),
-                                *(f"signal {name} on {target}" for name, target in sig.untested
-                                  if not set(target.split("/", 1)[0].split("+")) & gone)]
-    result.extra["signal_readings"] = len(history.signal_observations)
-
-
-def _infer(ctx: RunContext, history: RunHistory, last: SignalState | None = None
-           ) -> tuple[Inference, SignalState]:
-    """Attribution of the traffic, with the signals' own verdicts merged in (the signals are
-    judged again only when a round brought new readings)."""
-    readings = history.signal_observations
-    sig = last if last is not None and last.readings == len(readings) else \
-        evaluate_signals(readings, ctx.signals, ctx.view.peer_class)
-    return merge_signal_verdicts(infer(history.observations, ctx.view), sig), sig
 
 
 def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: ProgressFn | None,
@@ -132,7 +99,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
           ) -> tuple[RunHistory, Inference, RunEnd, SignalState]:
     """Plan → budget check → execute → judge → record → attribute → absorb, until finished."""
     history, verdict_rounds = RunHistory(), {}
-    inf, sig = _infer(ctx, history)
+    inf, sig = infer_run(history, ctx.view, ctx.signals)
     stop_reason, budget_hit = "", False
     while (plan := planner.next_round(history, inf, sig.retest)) is not FINISHED:
         assert isinstance(plan, RoundPlan)
@@ -141,7 +108,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
             stop_reason = f"budget of {ctx.policy.budget_s:g} s test time used up"
             break
         history = history.with_round(_execute(ctx, executor, plan, history, learner))
-        inf, sig = _infer(ctx, history, sig)
+        inf, sig = infer_run(history, ctx.view, ctx.signals, sig)
         _note_verdict_rounds(inf, history.round_count, verdict_rounds)
         planner.absorb(history, inf)
         if plan.kind == "follow-up":
@@ -149,7 +116,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
                 verdict_rounds.setdefault(n, history.round_count)
         if progress is not None:
             progress(_progress_line(history))
-    inf, sig = _infer(ctx, history, sig)
+    inf, sig = infer_run(history, ctx.view, ctx.signals, sig)
     if (not stop_reason and history.traffic_rounds >= planner.round_limit
             and _open(inf, planner)):
         stop_reason = f"max rounds ({planner.round_limit}) reached with suspects open"

@@ -56,6 +56,8 @@ class Inference:
     good_nodes: set[str] = field(default_factory=set)
     good_nics: set[str] = field(default_factory=set)
     completed: set[str] = field(default_factory=set)
+    #: switch links a passing test surely crossed (exonerated)
+    cleared_links: frozenset[LinkKey] = frozenset()
     #: intermittent parts (fail beyond noise, pass otherwise) and NICs worth another look
     flakiness: Flakiness = field(default_factory=Flakiness)
 
@@ -138,6 +140,7 @@ def infer(
     solo = [o for o in observations if is_solo(o)]
     observations = [o for o in observations if not is_solo(o)]  # 1x: judged apart
     good_links, retested_ok = _exonerate(observations, view, inf)
+    inf.cleared_links = frozenset(good_links)
     _collect_unreachable(observations, inf)
     _attribute_hangs([o for o in observations if o.status == HANG], inf)
     fx = _failures([o for o in observations if o.status == FAIL], view, inf, good_links,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from fabriccheck.inference.attribute import Inference, link_name
@@ -94,6 +94,11 @@ def build_result(
     untested += [f"link {link_name(k)}" for k in links_left]
     extra = _extra(history, inf, view, policy, end, untested)
     extra["link_coverage"]["untested_links"] = [list(k) for k in links_left]
+    extra["verdict_rounds"] = reported_rounds(
+        end.verdict_rounds, [*bad_nodes, *bad_nics, *inf.hung, *inf.unreachable],
+        [link_name(g.candidates[0]) for g in inf.links
+         if g.bad and g.candidates[0] not in in_switch],
+        {sw.verdict.name: [link_name(k) for k in sw.evidence_links] for sw in switches})
     extra["bad_switches"] = [sw.verdict.name for sw in switches]
     extra["flaky"] = sorted(inf.flaky)
     extra["recheck"] = {"cleared": dict(sorted(inf.flakiness.cleared.items())),
@@ -123,6 +128,32 @@ def build_result(
         observations=list(history.observations),
         extra=extra,
     )
+
+
+def reported_rounds(first: Mapping[str, int], devices: Sequence[str], links: Sequence[str],
+                    switches: Mapping[str, Sequence[str]], min_links: int = 3
+                    ) -> dict[str, int]:
+    """The round in which each verdict the result reports was first reached.
+
+    ``first`` is what the loop saw round by round (the first round each node, NIC or link was
+    bad, hung or unreachable); a verdict the run later withdrew (a bisection culprit left a
+    suspect on a uniformly slow fabric) is not reported, so it has no round. A switch verdict
+    stands for its links: it was reached in the round its ``min_links``-th link turned bad
+    (:func:`_switch_verdicts`), however long the rest of its links took.
+
+    >>> reported_rounds({"n1": 2, "n9": 7, "a -- s": 3, "b -- s": 4, "c -- s": 9},
+    ...                 ["n1"], [], {"s": ["a -- s", "b -- s", "c -- s"]})
+    {'n1': 2, 's': 9}
+    >>> reported_rounds({"a -- s": 3, "b -- s": 4, "c -- s": 4, "d -- s": 9}, [], [],
+    ...                 {"s": ["a -- s", "b -- s", "c -- s", "d -- s"]})
+    {'s': 4}
+    """
+    out = {k: first[k] for k in (*devices, *links) if k in first}
+    for sw, members in switches.items():
+        seen = sorted(first[k] for k in members if k in first)
+        if seen:
+            out[sw] = seen[min(min_links, len(seen)) - 1]
+    return dict(sorted(out.items()))
 
 
 def _untested_nics(nodes: list[str], view: FabricView, inf: Inference,
@@ -274,7 +305,7 @@ def _extra(history: RunHistory, inf: Inference, view: FabricView, policy: SweepP
         "glitches": sorted(inf.glitches),
         "unconfirmed_link_failures": [g.to_json() for g in inf.links if not _reported(g)],
         "stop_reason": end.stop_reason,
-        "verdict_rounds": dict(sorted(end.verdict_rounds.items())),
+        "verdict_rounds": {},  # reported_rounds, filled by build_result
         "budget_exhausted": end.budget_hit,
         "fabric": view.fabric,
         # where IB routes came from: "lft" (forwarding tables), "d-mod-k" (the model); "ecmp"

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from fabriccheck.models import LinkKey, Test, nic_node
+from fabriccheck.models import Flow, LinkKey, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.topology.view import FabricView
 
@@ -218,6 +218,8 @@ def plan_link_probes(
     retest: bool = True,
     per_link: int = 2,
     avoid: Sequence[LinkKey] = (),
+    cleared: Collection[LinkKey] = (),
+    suspected: Collection[LinkKey] = (),
 ) -> int:
     """Localization tests for one candidate set of links.
 
@@ -232,7 +234,11 @@ def plan_link_probes(
     none of them either, so a probe's path shares only the suspect link with the failures,
     and probes use NICs other than the failing flows' own where the routes allow (else those,
     else crossing rivals: a dead switch leaves no route across one of its links that avoids
-    the others).
+    the others). ``cleared``: links passing tests exonerated; a route whose other links are
+    all cleared is tried first, since only a probe whose one uncleared link is the suspect
+    counts towards convicting it (a probe that also crosses an uncleared link of another
+    leaf waits for that link to be cleared, rounds later). ``suspected``: links of other
+    candidate sets; a flow across one of them clears nothing (see :func:`_clear_beside`).
     RoCE: fresh flows between the two leaves (see :func:`_roce_leaf_probes`).
     """
     made = 0
@@ -253,13 +259,14 @@ def plan_link_probes(
                                   (good_nics, set(candidates))):
                 if shunned is not shun and not avoid:
                     break  # no rivals: the second half would repeat the first
-                t = _probe_one(link, shunned, b, pool, seen, rng, search_limit)
+                t = _probe_one(link, shunned, b, pool, seen, rng, search_limit, cleared)
                 if t is not None:
                     break
             if t is None:
                 break
             seen.add(frozenset(t.nodes))  # the next probe of this link: another node pair
-            made += 1
+            made += 1 + _clear_beside(t, link, shunned, b, pool, seen, rng, search_limit,
+                                      cleared, suspected)
     if retest and (len(candidates) < 2 or len(flows) < 2):  # "glitch or real?": same route
         for test_id, src, dst in flows[:1]:  # only if a direction of its links is still free
             t = b.add_flow(nic_node(src), nic_node(dst), view.topology.nics[src].rail,
@@ -269,9 +276,11 @@ def plan_link_probes(
 
 
 def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: set[str],
-               seen: set[frozenset[str]], rng: random.Random, search_limit: int) -> Test | None:
+               seen: set[frozenset[str]], rng: random.Random, search_limit: int,
+               cleared: Collection[LinkKey] = ()) -> Test | None:
     """One known-good flow whose route crosses ``link`` (either way) and no link of ``cand``
-    but ``link``.
+    but ``link``; first one whose other links are all ``cleared`` (a failure then pins
+    ``link``), else any.
 
     Chosen by destination, as routes are: first *down* the link, to a receiver under its lower
     end (the NICs of that leaf, or of the leaves of that spine) whose route comes down it,
@@ -290,6 +299,47 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
         by_rail.setdefault(nics[n].rail, []).append(n)
     for lst in by_rail.values():
         rng.shuffle(lst)
+    if cleared:
+        pinning = _probe_search(link, cand, b, near, by_rail, under, seen, search_limit // 4,
+                                set(cleared) | {link})
+        if pinning is not None:
+            return pinning
+    return _probe_search(link, cand, b, near, by_rail, under, seen, search_limit)
+
+
+def _clear_beside(probe: Test, link: LinkKey, shunned: set[LinkKey], b: RoundBuilder,
+                  good_nics: set[str], seen: set[frozenset[str]], rng: random.Random,
+                  search_limit: int, cleared: Collection[LinkKey],
+                  suspected: Collection[LinkKey] = ()) -> int:
+    """A probe of ``link`` that also crosses links no pass cleared yet (on a small rail, the
+    other leaves' links to the same spine) pins nothing when it fails, until those are
+    cleared. Each such link gets a flow in the same round that crosses it but not ``link``
+    (nor the set's other candidates and rivals): a pass clears it, so the probe's failure
+    pins ``link`` a round sooner; a failure is evidence about that link in its own right.
+    Links that are candidates themselves (``suspected``: a dead switch, whose every route
+    across one of its links crosses another) get none: a flow across them would fail as
+    well and only take the NICs the probes of those links need. Returns the number of flows
+    planned."""
+    if not cleared:
+        return 0
+    f = probe.flows[0]
+    made = 0
+    skip = set(cleared) | set(suspected) | {link}
+    for other in sorted(b.view.route_links(f.src, f.dst) - skip):
+        t = _probe_one(other, shunned | {link}, b, good_nics, seen, rng, search_limit // 4,
+                       cleared)
+        if t is not None:
+            seen.add(frozenset(t.nodes))
+            made += 1
+    return made
+
+
+def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list[str],
+                  by_rail: dict[int, list[str]], under: set[str], seen: set[frozenset[str]],
+                  search_limit: int, only: set[LinkKey] | None = None) -> Test | None:
+    """The search of :func:`_probe_one` (``only``: the links a route may cross)."""
+    view = b.view
+    nics = view.topology.nics
     budget = [search_limit]
 
     def try_flow(s: str, d: str) -> Test | None | bool:
@@ -299,6 +349,7 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
         if link not in route:
             return False
         if (route & (cand - {link}) or frozenset((nic_node(s), nic_node(d))) in seen
+                or (only is not None and not route <= only)
                 or not (b.nic_free(s, "tx") and b.nic_free(d, "rx"))):
             return None
         return b.add_flow(nic_node(s), nic_node(d), nics[s].rail, "localize",
@@ -306,7 +357,7 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
 
     for d in near:  # down the link: a receiver whose route comes down it, any far sender
         others = [o for o in by_rail.get(nics[d].rail, ()) if o not in under]
-        for i, o in enumerate(others[:16]):
+        for i, o in enumerate(others[:16 if only is None else 32]):
             if budget[0] <= 0:
                 return None
             got = try_flow(o, d)
@@ -388,7 +439,10 @@ def plan_roce_batch(leaf_a: str, leaf_b: str, rail: int, b: RoundBuilder, good_n
         dsts = sorted(n for n in good_nics if att.get(n) == d_leaf and b.nic_free(n, "rx"))
         rng.shuffle(srcs)
         rng.shuffle(dsts)
-        for s_nic, d_nic in list(zip(srcs, dsts, strict=False))[:per_way]:
+        # never more flows one way than there are uplinks to spread over: with one path
+        # between the leaves, two flows surely halve each other (contention, not a sample)
+        width = _uplinks_between(b.view, srcs[0], dsts[0], s_leaf) if srcs and dsts else 0
+        for s_nic, d_nic in list(zip(srcs, dsts, strict=False))[:min(per_way, width)]:
             if b.view.topology.nics[s_nic].rail != rail or nic_node(s_nic) == nic_node(d_nic):
                 continue
             t = b.add_flow(nic_node(s_nic), nic_node(d_nic), rail, "localize", check_links=False,
@@ -397,6 +451,19 @@ def plan_roce_batch(leaf_a: str, leaf_b: str, rail: int, b: RoundBuilder, good_n
                 b.budget.fits_flows([(s_nic, d_nic)], force=True)  # keep other tests off
                 made += 1
     return made
+
+
+def _uplinks_between(view: FabricView, src: str, dst: str, leaf: str) -> int:
+    """How many of ``leaf``'s links the equal-cost paths ``src -> dst`` may leave it by.
+
+    >>> from fabriccheck.topology import generate
+    >>> v = FabricView(generate({"kind": "rail-optimized", "nodes": 8, "rails": 1,
+    ...     "gpus_per_node": 0, "nodes_per_leaf": 4, "spines": 2}, name="t", fabric="roce"))
+    >>> src, dst = "node-001/mlx5_0", "node-005/mlx5_0"
+    >>> _uplinks_between(v, src, dst, v.topology.attachment[src])
+    2
+    """
+    return sum(1 for lk in view.flow_links(Flow(src, dst))[1] if leaf in lk)
 
 
 def plan_roce_link_probes(candidates: Sequence[LinkKey], b: RoundBuilder, good_nics: set[str],

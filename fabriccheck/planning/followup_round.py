@@ -160,13 +160,15 @@ def _localize_ib(ctx: RunContext, inf: Inference, b: RoundBuilder,
                  tries: dict[str, int]) -> None:
     """InfiniBand: one-candidate sets first; probes from fresh pairs make them exact (twice
     at most per candidate set)."""
+    suspected = {lk for g in inf.links for lk in g.candidates}
     for g in sorted(inf.links, key=lambda g: (len(g.candidates), -len(g.evidence))):
         key = "link:" + "|".join(f"{a}-{c}" for a, c in g.candidates)
         if g.bad or tries.get(key, 0) >= 2:
             continue
         flows = [(tid, s, d) for tid, (s, d) in zip(g.evidence, g.flows, strict=False)]
         if plan_link_probes(flows, g.candidates, b, inf.good_nics, seed=ctx.policy.seed,
-                            retest=tries.get(key, 0) == 0, avoid=g.rivals):
+                            retest=tries.get(key, 0) == 0, avoid=g.rivals,
+                            cleared=inf.cleared_links, suspected=suspected):
             _count(tries, key)
 
 

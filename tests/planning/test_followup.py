@@ -146,3 +146,78 @@ def test_ring_flows_per_rail():
     flows = ring_flows(["node-001", "node-002", "node-003"], [0, 1], view)
     assert len(flows) == 6
     assert ring_flows(["node-001"], [0, 1], view) == ()
+
+
+def _leaf_spine_links(view, rail=0):
+    return sorted(k for k in view.switch_links if any(x.endswith(f"-{rail}") for x in k)
+                  and any(x.startswith("spine") for x in k))
+
+
+def test_link_probe_prefers_a_route_whose_other_link_is_cleared():
+    """A probe that also crosses an uncleared link pins nothing when it fails; with a route
+    whose other link passing tests cleared, the probe takes that route."""
+    view = make_view()
+    src, dst = "node-001/mlx5_0", "node-020/mlx5_0"
+    suspect = sorted(view.route_links(src, dst))[0]
+    # only one other leaf-spine link of the rail is cleared: the probe must cross it
+    others = [lk for lk in _leaf_spine_links(view) if lk != suspect
+              and suspect[1] in lk]  # the same spine, another leaf
+    cleared = {others[-1]}
+    b = builder(view)
+    made = plan_link_probes([("r1-00001", src, dst)], [suspect], b, set(view.topology.nics),
+                            seed=0, retest=False, per_link=1, cleared=cleared)
+    assert made >= 1
+    probe = next(t for t in b.tests if t.params.get("probe_of"))
+    route = view.route_links(probe.flows[0].src, probe.flows[0].dst)
+    assert suspect in route and route - {suspect} <= cleared
+
+
+def test_link_probe_clears_the_other_uncleared_link_in_the_same_round():
+    """No route pins the suspect (its other links are all uncleared): a second flow crosses
+    the probe's other link but not the suspect, so a pass clears it at once."""
+    view = make_view()
+    src, dst = "node-001/mlx5_0", "node-020/mlx5_0"
+    suspect = sorted(view.route_links(src, dst))[0]
+    cleared = {lk for lk in view.switch_links if suspect[1] not in lk}  # not at its spine
+    b = builder(view)
+    made = plan_link_probes([("r1-00001", src, dst)], [suspect], b, set(view.topology.nics),
+                            seed=0, retest=False, per_link=1, cleared=cleared)
+    probe = next(t for t in b.tests if t.params.get("probe_of") == " -- ".join(suspect))
+    other = view.route_links(probe.flows[0].src, probe.flows[0].dst) - {suspect} - cleared
+    assert other
+    helpers = [t for t in b.tests if t is not probe]
+    assert made == 1 + len(helpers) and helpers
+    for lk in other:
+        assert any(lk in view.route_links(t.flows[0].src, t.flows[0].dst)
+                   and suspect not in view.route_links(t.flows[0].src, t.flows[0].dst)
+                   for t in helpers)
+    assert len({frozenset(t.nodes) for t in b.tests}) == len(b.tests)  # fresh pairs
+    # without ``cleared`` (nothing known) nothing is added beside the probe
+    b2 = builder(view)
+    assert plan_link_probes([("r1-00001", src, dst)], [suspect], b2, set(view.topology.nics),
+                            seed=0, retest=False, per_link=1) == 1
+
+
+def test_roce_batch_sends_no_more_flows_one_way_than_there_are_uplinks():
+    """lab-4: one uplink per leaf. Two sampled flows one way surely halve each other (a
+    fault-free sweep failed all 12 of its sampling tests, as contention); one flow per way."""
+    from pathlib import Path
+
+    from fabriccheck.planning.followup import plan_roce_batch, plan_roce_sampling
+    from fabriccheck.topology import load_topology
+    from fabriccheck.topology.view import FabricView
+
+    topo = load_topology(str(Path(__file__).parents[2] / "topologies" / "lab-4.yaml"))
+    view = FabricView(topo)
+    good = set(topo.nics)
+    b = RoundBuilder(7, view, load_spec("lab-tcp"), SweepPolicy(pair_probe="iperf3"))
+    assert plan_roce_batch("leaf-1", "leaf-2", 0, b, good, seed=0, per_way=2) == 2
+    ways = [t.params["batch"] for t in b.tests]
+    assert sorted(ways) == ["leaf-1>leaf-2", "leaf-2>leaf-1"]
+    b2 = RoundBuilder(7, view, load_spec("lab-tcp"), SweepPolicy(pair_probe="iperf3"))
+    assert plan_roce_sampling(b2, good, seed=0, per_way=2) == 2
+    # two spines: two flows each way may spread over the two uplinks
+    wide = make_view(fabric="roce", nodes=8, rails=1, nodes_per_leaf=4, spines=2)
+    b3 = builder(wide)
+    assert plan_roce_batch("leaf-0-0", "leaf-1-0", 0, b3, set(wide.topology.nics), seed=0,
+                           per_way=2) == 4
