@@ -257,10 +257,10 @@ class PathLearner:
         return tuple(out)
 
     def _aim_tries(self, test: Test, least: int) -> int:
-        """Ports to draw for a flow aimed at a link: four per equal-cost path (a hash hits one
-        given path of ``w`` in ``4 w`` draws but for ~e^-4), ``least`` at least."""
+        """Ports to draw for a flow aimed at a link: six per equal-cost path (a hash misses one
+        given path of ``w`` in ``6 w`` draws with chance ~e^-6), ``least`` at least."""
         f = test.flows[0]
-        return max(least, 4 * len(self.view.topology.candidate_paths(f.src, f.dst)))
+        return max(least, 6 * len(self.view.topology.candidate_paths(f.src, f.dst)))
 
     def _pick(self, test: Test, every: Sequence[Test], used: set[tuple[str, str]],
               cov: set[LinkKey], dull: bool) -> Test | None:

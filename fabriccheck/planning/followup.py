@@ -437,6 +437,7 @@ def plan_roce_link_probes(candidates: Sequence[LinkKey], b: RoundBuilder, good_n
                                "localize", check_links=False,
                                probe_of=f"{link[0]} -- {link[1]}")
                 if t is not None:
+                    b.budget.close(s, d)  # rings of the round stay off its leaf ends
                     got += 1
                     made += 1
                     break
