@@ -221,7 +221,8 @@ class PathLearner:
         """Trace the new pinned flows of ``tests`` on ``executor`` and return them annotated.
 
         A flow whose path collides with an earlier flow's is re-pinned (``repin_tries`` other
-        ports) to a free path; a dull flow (its path crosses a link already covered) is
+        ports, ``cover_tries`` if more) to a free path, the one crossing the most new links; a
+        dull flow (its path crosses a link already covered) is
         re-pinned (``cover_tries`` ports) to the free path crossing the most new links; a
         localization flow aimed at a link (``params.probe_of``) is re-pinned (``aim_tries``
         ports) until its path crosses that link, and a free one if any.
@@ -233,24 +234,22 @@ class PathLearner:
         redo = sorted(clash | dull | {i for i, t in enumerate(out) if not _hits_target(t)})
         if redo:
             tries = {i: self._aim_tries(out[i], aim_tries) if _target(out[i]) else
-                     cover_tries if i in dull else repin_tries for i in redo}
+                     cover_tries if i in dull else max(repin_tries, cover_tries) for i in redo}
             options = {i: [self._repinned(out[i], k) for k in range(1, 1 + tries[i])]
                        for i in redo}
             self._trace(self.trace_tests([t for alts in options.values() for t in alts]),
                         executor)
-            # hops of the round's free flows (their originals are pairwise disjoint): a dull
-            # flow trades its own hops for its alternative's, a clashing one adds its pick's
-            used = set().union(*(directed_hops(self.view, f) for i, t in enumerate(out)
-                                 if i not in clash for f in t.flows))
-            cov = self.covered | _links([t for i, t in enumerate(out) if i not in set(redo)])
+            # hops of the flows that stay; each re-pinned flow adds its pick's in turn (a dull
+            # flow whose own path a pick took since is re-pinned like a colliding one)
+            stay = [t for i, t in enumerate(out) if i not in set(redo)]
+            used = set().union(*(directed_hops(self.view, f) for t in stay for f in t.flows))
+            cov = self.covered | _links(stay)
             for i in redo:
-                own = directed_hops(self.view, out[i].flows[0]) if i not in clash else set()
-                pick = self._pick(out[i], [*self.annotate(options[i]), out[i]], used - own,
-                                  cov, i in dull)
+                pick = self._pick(out[i], [out[i], *self.annotate(options[i])], used, cov)
                 if pick is not None:
                     out[i] = pick
                     self.stats.repinned += 1
-                used = (used - own) | directed_hops(self.view, out[i].flows[0])
+                used |= directed_hops(self.view, out[i].flows[0])
                 cov |= _links([out[i]])
         self.covered |= _links(out)
         self.stats.covered_links = len(self.covered)
@@ -263,20 +262,20 @@ class PathLearner:
         return max(least, 6 * len(self.view.topology.candidate_paths(f.src, f.dst)))
 
     def _pick(self, test: Test, every: Sequence[Test], used: set[tuple[str, str]],
-              cov: set[LinkKey], dull: bool) -> Test | None:
-        """The alternative to take for ``test`` (None: keep it), from its re-pinned ``every``."""
+              cov: set[LinkKey]) -> Test | None:
+        """The alternative to take for ``test`` (None: keep it), from ``every``: ``test`` itself
+        first (it wins ties), then its re-pinned versions."""
         alts = [a for a in every if a.flows[0].path is not None]
         free = [a for a in alts if not directed_hops(self.view, a.flows[0]) & used]
         if _target(test) is None:  # sweep, confirmation, sampling: free, then most new links
             best = max(free, key=lambda a: len(set(a.flows[0].path or ()) - cov), default=None)
-            if best is None or (dull and len(set(best.flows[0].path or ()) - cov)
-                                <= len(set(test.flows[0].path or ()) - cov)):
+            if best is None or best is test:
                 return None
             return best
         aimed = [a for a in alts if _hits_target(a)]
         # aimed and free; else a trace that died on its way to the target (a down link
         # shows so), tightest first; else free (two aimed flows on one link would halve
-        # each other); else aimed; ``every`` ends with ``test`` itself (kept: None)
+        # each other); else aimed
         pick = next((a for a in free if _hits_target(a)), None) or min(
             _died_toward_target(every), key=lambda a: len(a.flows[0].partial or ()),
             default=None) or (free[0] if free else None) or (aimed[0] if aimed else None)
