@@ -144,8 +144,11 @@ class RoundBuilder:
             return None
         nics = self.view.topology.nics
         nodes = tuple(dict.fromkeys((src.split("/", 1)[0], dst.split("/", 1)[0])))
+        test_id = self._id()
+        if self.view.fabric == "roce" and "sport" not in params and src != dst:
+            params = {**pinned_ports(probe, test_id, self.policy.seed), **params}
         test = Test(
-            test_id=self._id(), probe=probe, nodes=nodes, flows=(Flow(src, dst),),
+            test_id=test_id, probe=probe, nodes=nodes, flows=(Flow(src, dst),),
             round=self.round_no, purpose=Purpose(purpose), timeout_s=self.timeout_s,
             params=ProbeParams.of({
                 "size_bytes": self.spec.lookup(probe, 2).size_bytes,
