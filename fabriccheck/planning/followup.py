@@ -403,11 +403,12 @@ def plan_roce_link_probes(candidates: Sequence[LinkKey], b: RoundBuilder, good_n
                           *, seed: int, per_link: int = 2, search: int = 64) -> int:
     """RoCE with learned paths: ``per_link`` flows per candidate link that may cross it.
 
-    Each flow runs between known-good NICs, one end on a leaf of the link (both directions
-    alternate) and the other on a leaf whose equal-cost paths include the link but none of the
-    set's other candidates, tagged ``probe_of`` with the link: the path learner
-    (:mod:`fabriccheck.learn_paths`) then pins a source port whose path crosses exactly that
-    link (the switches' hash decides; the learner draws ports until one does). A partner on
+    Each flow runs between known-good NICs, one end under the link (on its leaf, or on a leaf
+    of its spine for a spine-core link; both directions alternate) and the other on a leaf
+    whose equal-cost paths include the link but none of the set's other candidates, tagged
+    ``probe_of`` with the link: the path learner (:mod:`fabriccheck.learn_paths`) then pins a
+    source port whose path crosses exactly that link (the switches' hash decides; the learner
+    draws ports until one does). A partner on
     the same rail comes first; where every same-rail path also crosses another candidate (two
     leaves per rail: ``leaf-0 - spine - leaf-1`` crosses both of a failing flow's links), a
     NIC of another rail, whose leaf reaches the spine too. The probe's leaf ends are closed to
@@ -422,7 +423,8 @@ def plan_roce_link_probes(candidates: Sequence[LinkKey], b: RoundBuilder, good_n
     made = 0
     for link in candidates[:8]:
         rivals = set(candidates) - {link}
-        near = [n for n in good if att[n] in link]
+        under = _under(link, view)  # NICs of its leaf, or of the leaves under its spine
+        near = [n for n in good if n in under]
         rng.shuffle(near)
         got = 0
         for a in near:
