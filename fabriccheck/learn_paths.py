@@ -14,7 +14,9 @@ round's tests back with ``Flow.path`` set. Inference then treats that path as ex
 Coverage: a flow whose learned path crosses a switch link another pinned flow of the run (or an
 earlier flow of this round) already crossed is *dull*; like a colliding flow it is re-pinned
 (``cover_tries`` other source ports), and the free alternative crossing the most links no flow
-crossed yet is taken (NetBouncer's path-aware probing, with the hash choosing the paths). So
+crossed yet is taken (a port whose trace died part-way counts the links beyond: a down link
+is never covered by a whole path, and a flow sent at it fails there, as it should;
+NetBouncer's path-aware probing, with the hash choosing the paths). So
 the sweep's two rail-pair rounds spread their cross-leaf flows over every ECMP member instead
 of sampling them at random (:attr:`PathLearner.covered`, ``covered_links`` in the stats).
 
@@ -268,7 +270,11 @@ class PathLearner:
         alts = [a for a in every if a.flows[0].path is not None]
         free = [a for a in alts if not directed_hops(self.view, a.flows[0]) & used]
         if _target(test) is None:  # sweep, confirmation, sampling: free, then most new links
-            best = max(free, key=lambda a: len(set(a.flows[0].path or ()) - cov), default=None)
+            # a trace that died part-way (a down link drops the probes) counts the links beyond
+            # where it died: the flow will fail there, which is what the sweep is for
+            died = [a for a in every if a.flows[0].path is None and a.flows[0].partial]
+            best = max([*free, *died], key=lambda a: len(
+                set(a.flows[0].path or a.flows[0].partial or ()) - cov), default=None)
             if best is None or best is test:
                 return None
             return best

@@ -83,3 +83,24 @@ def test_an_aimed_flow_finds_its_link_among_32_equal_cost_paths(seed) -> None:
     t = pair("p", 3, 40, 50000, probe_of=f"{target[0]} -- {target[1]}")
     (out,) = learner.learn([t], ex)
     assert target in out.flows[0].path
+
+
+def test_a_flow_is_sent_at_a_link_whose_traces_die(roce) -> None:
+    """A down link is never covered by a whole traced path; the ports whose traces die just
+    past spine-2 (toward leaf-1-0) are where the uncovered link is, so a dull flow is sent there
+    and fails there (the localizer then has a one-link partial path)."""
+    from fabriccheck.faults import FaultSet
+
+    dead = link_key("leaf-1-0", "spine-2")
+    fs = FaultSet.from_dict({"faults": [{"kind": "link_down", "link": list(dead)}]})
+    ex = SimExecutor(roce, faults=fs, seed=6)
+    view = FabricView(roce)
+    learner = PathLearner.for_executor(view, ex, 6)
+    learner.covered = set(view.switch_links) - {dead}
+    t = pair("t", 2, 40, 51000)
+    first = ex.router.path(t.flows[0], "t", (51000, 4791))
+    assert dead not in first  # its own port takes another spine
+    (out,) = learner.learn([t], ex, cover_tries=24)
+    assert out.params.sport != 51000
+    assert out.flows[0].path is None and out.flows[0].partial == (dead,)
+    assert dead in ex.router.path(out.flows[0], "t", (out.params.sport, 4791))

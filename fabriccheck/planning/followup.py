@@ -400,11 +400,11 @@ def plan_roce_batch(leaf_a: str, leaf_b: str, rail: int, b: RoundBuilder, good_n
 
 
 def plan_roce_link_probes(candidates: Sequence[LinkKey], b: RoundBuilder, good_nics: set[str],
-                          *, seed: int, per_link: int = 2, search: int = 64) -> int:
+                          *, seed: int, per_link: int = 3, search: int = 64) -> int:
     """RoCE with learned paths: ``per_link`` flows per candidate link that may cross it.
 
     Each flow runs between known-good NICs, one end under the link (on its leaf, or on a leaf
-    of its spine for a spine-core link; both directions alternate) and the other on a leaf
+    of its spine for a spine-core link; down the link, up, down again) and the other on a leaf
     whose equal-cost paths include the link but none of the set's other candidates, tagged
     ``probe_of`` with the link: the path learner (:mod:`fabriccheck.learn_paths`) then pins a
     source port whose path crosses exactly that link (the switches' hash decides; the learner
@@ -414,6 +414,12 @@ def plan_roce_link_probes(candidates: Sequence[LinkKey], b: RoundBuilder, good_n
     NIC of another rail, whose leaf reaches the spine too. The probe's leaf ends are closed to
     the round's other cross-leaf flows (:meth:`CrossBudget.close`): a collective ring, whose
     path nobody knows, must not share its link. Returns the number of tests planned.
+
+    Why down twice: a down link drops the traces of the flows crossing it, so only a flow
+    *down* it learns that much (its trace dies just after the link's upper end: the partial
+    path is the link); one up it dies at its own leaf, among all the uplinks. The second flow
+    down shares the first one's hop, so on a healthy or degraded link the learner moves it off
+    (a free path), and only where the traces die at the link do both count.
     """
     view = b.view
     att = view.topology.attachment
@@ -434,7 +440,7 @@ def plan_roce_link_probes(candidates: Sequence[LinkKey], b: RoundBuilder, good_n
             other = [o for o in good if nics[o].rail != nics[a].rail]
             rng.shuffle(same)
             rng.shuffle(other)
-            t = _aimed_flow(a, link, rivals, same[:search] + other[:search], b, got % 2 == 0)
+            t = _aimed_flow(a, link, rivals, same[:search] + other[:search], b, got % 2 == 1)
             if t is not None:
                 got += 1
                 made += 1
@@ -462,7 +468,7 @@ def _aimed_flow(a: str, link: LinkKey, rivals: set[LinkKey], partners: Sequence[
         rail_s, rail_d = view.topology.nics[s].rail, view.topology.nics[d].rail
         t = (b.add_flow(nic_node(s), nic_node(d), rail_s, "localize", check_links=False,
                         probe_of=tag) if rail_s == rail_d
-             else b.add_nic_flow(s, d, "localize", probe_of=tag))
+             else b.add_nic_flow(s, d, "localize", check_links=False, probe_of=tag))
         if t is not None:
             b.budget.close(s, d)  # rings of the round stay off its leaf ends
         return t

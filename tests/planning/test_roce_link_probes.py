@@ -36,15 +36,18 @@ def test_two_leaves_per_rail_probe_each_link_without_the_other(seed):
     cands = (link_key("leaf-0-7", "spine-3"), link_key("leaf-1-7", "spine-3"))
     b = builder(view)
     made = plan_roce_link_probes(cands, b, good, seed=seed)
-    assert made == 4
+    assert made == 6
     for t in b.tests:
         target = link_key(*t.params.probe_of.split(" -- "))
         possible = view.route_links(t.flows[0].src, t.flows[0].dst)
         assert target in possible and not (set(cands) - {target}) & possible
         assert t.params.sport is not None and t.params.dport == 4791  # pinned: learnable
-    for link in cands:  # two fresh node pairs per link, one each way
+    att = view.topology.attachment
+    for link in cands:  # three fresh node pairs per link: down it, up it, down again
         mine = [t for t in b.tests if link_key(*t.params.probe_of.split(" -- ")) == link]
-        assert len({frozenset(t.nodes) for t in mine}) == 2
+        assert len({frozenset(t.nodes) for t in mine}) == 3
+        leaf = next(x for x in link if x.startswith("leaf"))
+        assert [att[t.flows[0].dst] == leaf for t in mine] == [True, False, True]
         ends = {view.topology.attachment[f] for t in mine for f in (t.flows[0].src,
                                                                    t.flows[0].dst)}
         assert set(link) & ends
@@ -55,7 +58,7 @@ def test_a_same_rail_partner_is_used_when_its_paths_avoid_the_rivals():
     good = set(view.topology.nics)
     cands = (link_key("leaf-0-2", "spine-5"), link_key("leaf-3-2", "spine-5"))
     b = builder(view)
-    assert plan_roce_link_probes(cands, b, good, seed=1) == 4
+    assert plan_roce_link_probes(cands, b, good, seed=1) == 6
     nics = view.topology.nics
     assert all(nics[t.flows[0].src].rail == nics[t.flows[0].dst].rail == 2 for t in b.tests)
 
