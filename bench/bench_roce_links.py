@@ -1,11 +1,14 @@
 """RoCE link benchmark: held-out single-link faults on a rail-optimized RoCE fabric (simulator).
 
 Each seed degrades one switch link chosen at random (factor 0.5 or down, 3% jitter, 1% glitches)
-and runs a sweep. A run *names* the link when ``bad_links`` is exactly it, *sets* it when a
-reported candidate set of <= 2 links holds it (and nothing else is bad), and is *wrong* when a
-healthy link is called bad or a node is drained. "learned" is the share of pinned RoCE flows
-whose path a same-5-tuple traceroute revealed (``path_learning`` in the run result); "traces"
-the traceroute tests per run.
+and runs a default sweep (the 1x/2x/4x/8x ladder, 8 rounds, then follow-ups). A run *names* the
+link when ``bad_links`` is exactly it, *sets* it when a reported candidate set of <= 2 links holds
+it (and nothing else is bad), and is *wrong* when a healthy link is called bad; *drained* counts
+runs that drained any node (every node is healthy). ``link_round_mean``/``max``: the round of
+the link verdict (``verdict_rounds``) over the runs that named it. ``coverage``: the share of
+switch links a pinned flow with a learned path crossed (``link_coverage``). "learned" is the
+share of pinned RoCE flows whose path a same-5-tuple traceroute revealed (``path_learning`` in
+the run result); "traces" the traceroute tests per run; ``cpu_s`` the CPU seconds per run.
 
 Run: ``python bench/bench_roce_links.py [--seeds N] [--first-seed S] [--topology NAME]
 [--nodes 128,256]`` (default: ``roce-rail-64``, 20 seeds, both fault kinds).
