@@ -1,11 +1,14 @@
 """RoCE link benchmark: held-out single-link faults on a rail-optimized RoCE fabric (simulator).
 
 Each seed degrades one switch link chosen at random (factor 0.5 or down, 3% jitter, 1% glitches)
-and runs a sweep. A run *names* the link when ``bad_links`` is exactly it, *sets* it when a
-reported candidate set of <= 2 links holds it (and nothing else is bad), and is *wrong* when a
-healthy link is called bad or a node is drained. "learned" is the share of pinned RoCE flows
-whose path a same-5-tuple traceroute revealed (``path_learning`` in the run result); "traces"
-the traceroute tests per run.
+and runs a default sweep (the 1x/2x/4x/8x ladder, 8 rounds, then follow-ups). A run *names* the
+link when ``bad_links`` is exactly it, *sets* it when a reported candidate set of <= 2 links holds
+it (and nothing else is bad), and is *wrong* when a healthy link is called bad; *drained* counts
+runs that drained any node (every node is healthy). ``link_round_mean``/``max``: the round of
+the link verdict (``verdict_rounds``) over the runs that named it. ``coverage``: the share of
+switch links a pinned flow with a learned path crossed (``link_coverage``). "learned" is the
+share of pinned RoCE flows whose path a same-5-tuple traceroute revealed (``path_learning`` in
+the run result); "traces" the traceroute tests per run; ``cpu_s`` the CPU seconds per run.
 
 Run: ``python bench/bench_roce_links.py [--seeds N] [--first-seed S] [--topology NAME]
 [--nodes 128,256]`` (default: ``roce-rail-64``, 20 seeds, both fault kinds).
@@ -53,8 +56,14 @@ def one_case(topo, seed: int, kind: str) -> dict:
     small = any(truth in s and len(s) <= 2 for s in sets)
     anywhere = truth in bad or any(truth in s for s in sets)
     pl = res.extra.get("path_learning", {})
+    # the round of the link verdict: the link named bad, else the last round (a set is what
+    # the run ends with)
+    when = res.extra.get("verdict_rounds", {}).get(f"{truth[0]} -- {truth[1]}") or \
+        res.extra.get("verdict_rounds", {}).get(f"{truth[1]} -- {truth[0]}")
     return {"named": bad == {truth}, "set2": small and not (bad - {truth}),
-            "any": anywhere, "wrong": bool(bad - {truth}) or bool(res.drain),
+            "any": anywhere, "wrong": bool(bad - {truth}), "drained": bool(res.drain),
+            "link_round": when if bad == {truth} else None,
+            "coverage": res.extra.get("link_coverage", {}).get("share", 0.0),
             "rounds": res.rounds, "cpu": cpu, "pinned": pl.get("pinned_flows", 0),
             "learned": pl.get("learned", 0), "traces": pl.get("traces", 0),
             "min_set": min((len(s) for s in sets if truth in s), default=0)}
@@ -66,9 +75,13 @@ def table(topo, seeds: int, kind: str, first: int = 0) -> dict:
     named = sum(r["named"] for r in rows)
     hit = sum(r["named"] or r["set2"] for r in rows)
     pinned = sum(r["pinned"] for r in rows)
+    when = [r["link_round"] for r in rows if r["link_round"]]
     return {"topology": topo.name, "fault": kind, "runs": n, "named": named,
             "named_or_set<=2": hit, "hit_rate": hit / n, "in_any_set": sum(r["any"] for r in rows),
-            "wrong": sum(r["wrong"] for r in rows),
+            "wrong": sum(r["wrong"] for r in rows), "drained": sum(r["drained"] for r in rows),
+            "link_round_mean": sum(when) / len(when) if when else float("nan"),
+            "link_round_max": max(when, default=0),
+            "coverage": sum(r["coverage"] for r in rows) / n,
             "rounds": sum(r["rounds"] for r in rows) / n,
             "learned": (sum(r["learned"] for r in rows) / pinned) if pinned else 0.0,
             "traces": sum(r["traces"] for r in rows) / n, "cpu_s": sum(r["cpu"] for r in rows) / n}
@@ -86,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     topos = [load_topology(args.topology)] + [_generated(int(n)) for n in args.nodes.split(",")
                                               if n]
     cols = ("topology", "fault", "runs", "named", "named_or_set<=2", "hit_rate", "in_any_set",
-            "wrong", "rounds", "learned", "traces", "cpu_s")
+            "wrong", "drained", "link_round_mean", "link_round_max", "rounds", "coverage",
+            "learned", "traces", "cpu_s")
     print(" | ".join(cols))
     for topo in topos:
         for kind in args.kinds.split(","):

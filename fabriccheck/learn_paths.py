@@ -11,6 +11,15 @@ the answering addresses to switches with the executor's ``hop_names()`` (the inv
 round's tests back with ``Flow.path`` set. Inference then treats that path as exact
 (:meth:`FabricView.flow_links`). A path is cached per run (same 5-tuple, same path).
 
+Coverage: a flow whose learned path crosses a switch link another pinned flow of the run (or an
+earlier flow of this round) already crossed is *dull*; like a colliding flow it is re-pinned
+(``cover_tries`` other source ports), and the free alternative crossing the most links no flow
+crossed yet is taken (a port whose trace died part-way counts the links beyond: a down link
+is never covered by a whole path, and a flow sent at it fails there, as it should;
+NetBouncer's path-aware probing, with the hash choosing the paths). So
+the sweep's two rail-pair rounds spread their cross-leaf flows over every ECMP member instead
+of sampling them at random (:attr:`PathLearner.covered`, ``covered_links`` in the stats).
+
 Collisions: two flows of a round whose learned paths share a directed switch link would halve
 each other and look like a fault. After learning, each such flow (all but the first on the link)
 is re-pinned: ``repin_tries`` other source ports are traced and the first whose path is whole
@@ -51,7 +60,8 @@ class PathStats:
     not_learned: int = 0  # trace incomplete or not one of the flow's equal-cost paths
     partial: int = 0  # of those, traces that stopped part-way and narrowed the candidates
     traces: int = 0  # traceroute tests run
-    repinned: int = 0  # tests moved to another source port to avoid a shared link
+    repinned: int = 0  # tests moved to another source port (a shared link, coverage, a target)
+    covered_links: int = 0  # switch links crossed by at least one pinned flow with a known path
     examples: list[str] = field(default_factory=list)  # why, for the first few not learned
 
     def to_json(self) -> dict[str, Any]:
@@ -59,6 +69,7 @@ class PathStats:
                 "not_learned": self.not_learned, "partial": self.partial,
                 "traces": self.traces,
                 "repinned": self.repinned,
+                "covered_links": self.covered_links,
                 "not_learned_examples": list(self.examples)}
 
 
@@ -116,6 +127,8 @@ class PathLearner:
         self.seed = seed
         self.hop_names = dict(hop_names)
         self.cache: dict[FlowKey, Learned | None] = {}
+        #: switch links the pinned flows of earlier rounds crossed (known paths)
+        self.covered: set[LinkKey] = set()
         #: runs the traceroute tests (None: the executor given to :meth:`learn`)
         self.tracer: Any = None
         self.stats = PathStats()
@@ -206,41 +219,88 @@ class PathLearner:
         return tuple(out)
 
     def learn(self, tests: Sequence[Test], executor: Any, *, repin_tries: int = 6,
-              aim_tries: int = 16) -> tuple[Test, ...]:
+              aim_tries: int = 16, cover_tries: int = 6) -> tuple[Test, ...]:
         """Trace the new pinned flows of ``tests`` on ``executor`` and return them annotated.
 
         A flow whose path collides with an earlier flow's is re-pinned (``repin_tries`` other
-        ports) to a free path; a localization flow aimed at a link (``params.probe_of``) is
-        re-pinned (``aim_tries`` ports) until its path crosses that link, and a free one if any.
+        ports, ``cover_tries`` if more) to a free path, the one crossing the most new links; a
+        dull flow (its path crosses a link already covered) is
+        re-pinned (``cover_tries`` ports) to the free path crossing the most new links; a
+        localization flow aimed at a link (``params.probe_of``) is re-pinned (``aim_tries``
+        ports) until its path crosses that link, and a free one if any.
         """
         self._trace(self.trace_tests(tests), executor)
         out = list(self.annotate(tests))
-        redo = sorted(set(self.collisions(out)) | {i for i, t in enumerate(out)
-                                                   if not _hits_target(t)})
-        if not redo:
-            return tuple(out)
-        options = {i: [self._repinned(out[i], k) for k in range(
-            1, 1 + (aim_tries if _target(out[i]) else repin_tries))] for i in redo}
-        self._trace(self.trace_tests([t for alts in options.values() for t in alts]), executor)
-        used = set().union(*(directed_hops(self.view, f) for i, t in enumerate(out)
-                             if i not in redo for f in t.flows))
-        for i in redo:
-            every = self.annotate(options[i])
-            alts = [a for a in every if a.flows[0].path is not None]
-            free = [a for a in alts if not directed_hops(self.view, a.flows[0]) & used]
-            aimed = [a for a in alts if _hits_target(a)]
-            # aimed and free; else a trace that died on its way to the target (a down link
-            # shows so), tightest first; else free (two aimed flows on one link would halve
-            # each other); else aimed
-            pick = next((a for a in free if _hits_target(a)), None) or min(
-                _died_toward_target(every), key=lambda a: len(a.flows[0].partial or ()),
-                default=None) or (free[0] if free else None) or (
-                aimed[0] if _target(out[i]) and aimed else None)
-            if pick is not None:
-                out[i] = pick
-                self.stats.repinned += 1
-            used |= directed_hops(self.view, out[i].flows[0])
+        clash = set(self.collisions(out))
+        dull = set(self.dull(out, skip=clash))
+        redo = sorted(clash | dull | {i for i, t in enumerate(out) if not _hits_target(t)})
+        if redo:
+            tries = {i: self._aim_tries(out[i], aim_tries) if _target(out[i]) else
+                     cover_tries if i in dull else max(repin_tries, cover_tries) for i in redo}
+            options = {i: [self._repinned(out[i], k) for k in range(1, 1 + tries[i])]
+                       for i in redo}
+            self._trace(self.trace_tests([t for alts in options.values() for t in alts]),
+                        executor)
+            # hops of the flows that stay; each re-pinned flow adds its pick's in turn (a dull
+            # flow whose own path a pick took since is re-pinned like a colliding one)
+            stay = [t for i, t in enumerate(out) if i not in set(redo)]
+            used = set().union(*(directed_hops(self.view, f) for t in stay for f in t.flows))
+            cov = self.covered | _links(stay)
+            for i in redo:
+                pick = self._pick(out[i], [out[i], *self.annotate(options[i])], used, cov)
+                if pick is not None:
+                    out[i] = pick
+                    self.stats.repinned += 1
+                used |= directed_hops(self.view, out[i].flows[0])
+                cov |= _links([out[i]])
+        self.covered |= _links(out)
+        self.stats.covered_links = len(self.covered)
         return tuple(out)
+
+    def _aim_tries(self, test: Test, least: int) -> int:
+        """Ports to draw for a flow aimed at a link: six per equal-cost path (a hash misses one
+        given path of ``w`` in ``6 w`` draws with chance ~e^-6), ``least`` at least."""
+        f = test.flows[0]
+        return max(least, 6 * len(self.view.topology.candidate_paths(f.src, f.dst)))
+
+    def _pick(self, test: Test, every: Sequence[Test], used: set[tuple[str, str]],
+              cov: set[LinkKey]) -> Test | None:
+        """The alternative to take for ``test`` (None: keep it), from ``every``: ``test`` itself
+        first (it wins ties), then its re-pinned versions."""
+        alts = [a for a in every if a.flows[0].path is not None]
+        free = [a for a in alts if not directed_hops(self.view, a.flows[0]) & used]
+        if _target(test) is None:  # sweep, confirmation, sampling: free, then most new links
+            # a trace that died part-way (a down link drops the probes) counts the links beyond
+            # where it died: the flow will fail there, which is what the sweep is for
+            died = [a for a in every if a.flows[0].path is None and a.flows[0].partial]
+            best = max([*free, *died], key=lambda a: len(
+                set(a.flows[0].path or a.flows[0].partial or ()) - cov), default=None)
+            if best is None or best is test:
+                return None
+            return best
+        aimed = [a for a in alts if _hits_target(a)]
+        # aimed and free; else a trace that died on its way to the target (a down link
+        # shows so), tightest first; else free (two aimed flows on one link would halve
+        # each other); else aimed
+        pick = next((a for a in free if _hits_target(a)), None) or min(
+            _died_toward_target(every), key=lambda a: len(a.flows[0].partial or ()),
+            default=None) or (free[0] if free else None) or (aimed[0] if aimed else None)
+        return None if pick is test else pick
+
+    def dull(self, tests: Sequence[Test], skip: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
+        """Indexes of free, non-aimed tests (not retests) whose learned path crosses a link
+        that an earlier round's pinned flow or an earlier test of ``tests`` crosses (pure)."""
+        cov = set(self.covered)
+        out = []
+        for i, t in enumerate(tests):
+            if i in skip:
+                continue
+            links = _links([t])
+            if (links & cov and _target(t) is None and not t.params.retest_of
+                    and pinned_key(t) is not None):
+                out.append(i)
+            cov |= links
+        return out
 
     def _trace(self, traces: Sequence[Test], executor: Any) -> None:
         if traces:
@@ -266,6 +326,11 @@ class PathLearner:
         f = test.flows[0]
         return replace(test, flows=(Flow(f.src, f.dst),),
                        params=ProbeParams.of({**dict(test.params), "sport": sport}))
+
+
+def _links(tests: Sequence[Test]) -> set[LinkKey]:
+    """The switch links of the learned paths of ``tests``' flows."""
+    return {lk for t in tests for f in t.flows for lk in (f.path or ())}
 
 
 def _target(test: Test) -> LinkKey | None:

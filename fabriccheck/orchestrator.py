@@ -79,10 +79,11 @@ def run(
     view.check_nodes(nodes)
     scope = set(nodes)
     signals, skipped = run_signals(spec, topology, nodes, policy)
-    ctx = RunContext(mode, tuple(nodes), view, spec, policy,
-                     tuple(n for n in log_suspects if n in scope), signals)
-    planner = Planner(ctx)
     learner = PathLearner.for_executor(view, executor, policy.seed)
+    ctx = RunContext(mode, tuple(nodes), view, spec, policy,
+                     tuple(n for n in log_suspects if n in scope), signals,
+                     learns_paths=learner is not None)
+    planner = Planner(ctx)
     history, inf, end, sig = _loop(ctx, planner, executor, progress, learner)
     ladder = None
     if planner.ladder.steps or planner.ladder.skipped:

@@ -48,6 +48,10 @@ class SweepPolicy:
     #: (at least 1). Two flows leaving one leaf may hash onto the same uplink and halve each
     #: other: such failures clear no device and implicate no link (see inference.attribute).
     roce_cross_share: float = 0.25
+    #: RoCE with learned paths (a traceroute per pinned flow, :mod:`fabriccheck.learn_paths`):
+    #: the rail-pair rounds' share instead; the learner re-pins colliding flows onto free paths
+    #: and dull ones onto uncovered links, so twice the flows cover the ECMP members in two rounds
+    roce_learned_cross_share: float = 0.5
     #: RoCE localization: flows each way per leaf pair and batch, and batches per leaf pair
     roce_probe_flows: int = 2
     roce_probe_rounds: int = 3

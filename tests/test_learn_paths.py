@@ -31,12 +31,12 @@ def test_learns_the_path_each_flow_really_takes_and_caches_it(roce) -> None:
     ex = SimExecutor(roce, seed=5)
     learner = PathLearner.for_executor(FabricView(roce), ex)
     tests = [pair(f"t{i}", 1 + i, 33 + i, 49152 + 97 * i) for i in range(12)]
-    out = learner.learn(tests, ex, repin_tries=0)
+    out = learner.learn(tests, ex, repin_tries=0, cover_tries=0)
     for t in out:
         real = ex.router.path(t.flows[0], t.test_id, (t.params.sport, 4791))
         assert set(t.flows[0].path) == switch_part(roce, real)
     assert learner.stats.learned == learner.stats.traces == 12
-    learner.learn(tests, ex, repin_tries=0)
+    learner.learn(tests, ex, repin_tries=0, cover_tries=0)
     assert learner.stats.traces == 12  # same 5-tuples: cached, not traced again
     view = FabricView(roce)
     exact, possible = view.flow_links(out[0].flows[0])
@@ -75,7 +75,7 @@ def test_a_trace_dying_at_a_down_link_narrows_the_candidates(roce) -> None:
     view = FabricView(roce)
     learner = PathLearner.for_executor(view, ex)
     tests = [pair(f"t{i}", 1 + i % 32, 33 + i % 32, 49152 + 31 * i) for i in range(40)]
-    out = learner.learn(tests, ex, repin_tries=0)
+    out = learner.learn(tests, ex, repin_tries=0, cover_tries=0)
     partial = [t for t in out if t.flows[0].partial is not None]
     assert partial and learner.stats.partial == len(partial)
     for t in partial:  # died beyond spine-2: only the downlink is left

@@ -128,24 +128,28 @@ class RoundBuilder:
             self.busy_gpus.add(node)
         return t
 
-    def add_nic_flow(self, src: str, dst: str, purpose: str = "sweep",
-                     **params: object) -> Test | None:
+    def add_nic_flow(self, src: str, dst: str, purpose: str = "sweep", *,
+                     check_links: bool = True, **params: object) -> Test | None:
         """A pair test between any two NIC endpoints: another rail, another NIC of the same
         node (through the switch), or ``src == dst`` (HCA loopback: the NIC's own path, not its
-        cable). For NICs whose rail has no partner; None when a NIC is busy or a cross-leaf
-        flow would share a link."""
+        cable). For NICs whose rail has no partner; None when a NIC is busy or (``check_links``)
+        a cross-leaf flow would share a link."""
         probe = self.policy.pair_probe if self.policy.per_rail else "ib_write_bw"
         if not (self.nic_free(src, "tx") and self.nic_free(dst, "rx")):
             return None
         if src == dst and not self.nic_free(src):
             return None
         att = self.view.topology.attachment
-        if att.get(src) != att.get(dst) and not self.budget.fits_flows([(src, dst)]):
+        if check_links and att.get(src) != att.get(dst) and not self.budget.fits_flows(
+                [(src, dst)]):
             return None
         nics = self.view.topology.nics
         nodes = tuple(dict.fromkeys((src.split("/", 1)[0], dst.split("/", 1)[0])))
+        test_id = self._id()
+        if self.view.fabric == "roce" and "sport" not in params and src != dst:
+            params = {**pinned_ports(probe, test_id, self.policy.seed), **params}
         test = Test(
-            test_id=self._id(), probe=probe, nodes=nodes, flows=(Flow(src, dst),),
+            test_id=test_id, probe=probe, nodes=nodes, flows=(Flow(src, dst),),
             round=self.round_no, purpose=Purpose(purpose), timeout_s=self.timeout_s,
             params=ProbeParams.of({
                 "size_bytes": self.spec.lookup(probe, 2).size_bytes,

@@ -467,47 +467,79 @@ def _uplinks_between(view: FabricView, src: str, dst: str, leaf: str) -> int:
 
 
 def plan_roce_link_probes(candidates: Sequence[LinkKey], b: RoundBuilder, good_nics: set[str],
-                          *, seed: int, per_link: int = 2) -> int:
+                          *, seed: int, per_link: int = 3, search: int = 64) -> int:
     """RoCE with learned paths: ``per_link`` flows per candidate link that may cross it.
 
-    Each flow runs between known-good NICs, one end on a leaf of the link (both directions
-    alternate) and the other on a leaf whose equal-cost paths include the link, tagged
+    Each flow runs between known-good NICs, one end under the link (on its leaf, or on a leaf
+    of its spine for a spine-core link; down the link, up, down again) and the other on a leaf
+    whose equal-cost paths include the link but none of the set's other candidates, tagged
     ``probe_of`` with the link: the path learner (:mod:`fabriccheck.learn_paths`) then pins a
     source port whose path crosses exactly that link (the switches' hash decides; the learner
-    draws ports until one does). Returns the number of tests planned.
+    draws ports until one does). A partner on
+    the same rail comes first; where every same-rail path also crosses another candidate (two
+    leaves per rail: ``leaf-0 - spine - leaf-1`` crosses both of a failing flow's links), a
+    NIC of another rail, whose leaf reaches the spine too. The probe's leaf ends are closed to
+    the round's other cross-leaf flows (:meth:`CrossBudget.close`): a collective ring, whose
+    path nobody knows, must not share its link. Returns the number of tests planned.
+
+    Why down twice: a down link drops the traces of the flows crossing it, so only a flow
+    *down* it learns that much (its trace dies just after the link's upper end: the partial
+    path is the link); one up it dies at its own leaf, among all the uplinks. The second flow
+    down shares the first one's hop, so on a healthy or degraded link the learner moves it off
+    (a free path), and only where the traces die at the link do both count.
     """
     view = b.view
     att = view.topology.attachment
+    nics = view.topology.nics
     rng = random.Random(f"roce-link:{seed}:{b.round_no}")
-    by_rail: dict[int, list[str]] = {}
-    for n in sorted(good_nics):
-        if n in att:
-            by_rail.setdefault(view.topology.nics[n].rail, []).append(n)
+    good = sorted(n for n in good_nics if n in att)
     made = 0
     for link in candidates[:8]:
-        near = [n for n in sorted(good_nics) if att.get(n) in link]
+        rivals = set(candidates) - {link}
+        under = _under(link, view)  # NICs of its leaf, or of the leaves under its spine
+        near = [n for n in good if n in under]
         rng.shuffle(near)
         got = 0
         for a in near:
             if got >= per_link:
                 break
-            others = [o for o in by_rail.get(view.topology.nics[a].rail, [])
-                      if att[o] != att[a] and nic_node(o) != nic_node(a)]
-            rng.shuffle(others)
-            for o in others[:64]:
-                s, d = (a, o) if got % 2 == 0 else (o, a)
-                if not (b.nic_free(s, "tx") and b.nic_free(d, "rx")):
-                    continue
-                if link not in view.route_links(s, d):
-                    continue
-                t = b.add_flow(nic_node(s), nic_node(d), view.topology.nics[s].rail,
-                               "localize", check_links=False,
-                               probe_of=f"{link[0]} -- {link[1]}")
-                if t is not None:
-                    got += 1
-                    made += 1
-                    break
+            same = [o for o in good if nics[o].rail == nics[a].rail]
+            other = [o for o in good if nics[o].rail != nics[a].rail]
+            rng.shuffle(same)
+            rng.shuffle(other)
+            t = _aimed_flow(a, link, rivals, same[:search] + other[:search], b, got % 2 == 1)
+            if t is not None:
+                got += 1
+                made += 1
     return made
+
+
+def _aimed_flow(a: str, link: LinkKey, rivals: set[LinkKey], partners: Sequence[str],
+                b: RoundBuilder, send: bool) -> Test | None:
+    """One flow between ``a`` and the first partner (``send``: ``a`` sends) whose equal-cost
+    paths include ``link`` and, if any partner allows, no link of ``rivals``."""
+    view = b.view
+    att = view.topology.attachment
+    fits = []
+    for o in partners:
+        s, d = (a, o) if send else (o, a)
+        if att[o] == att[a] or nic_node(o) == nic_node(a):
+            continue
+        if not (b.nic_free(s, "tx") and b.nic_free(d, "rx")):
+            continue
+        possible = view.route_links(s, d)
+        if link in possible:
+            fits.append((bool(possible & rivals), s, d))
+    for _, s, d in sorted(fits, key=lambda x: x[0])[:1]:
+        tag = f"{link[0]} -- {link[1]}"
+        rail_s, rail_d = view.topology.nics[s].rail, view.topology.nics[d].rail
+        t = (b.add_flow(nic_node(s), nic_node(d), rail_s, "localize", check_links=False,
+                        probe_of=tag) if rail_s == rail_d
+             else b.add_nic_flow(s, d, "localize", check_links=False, probe_of=tag))
+        if t is not None:
+            b.budget.close(s, d)  # rings of the round stay off its leaf ends
+        return t
+    return None
 
 
 def plan_roce_sampling(b: RoundBuilder, good_nics: set[str], *, seed: int,

@@ -118,6 +118,14 @@ class CrossBudget:
             self.per_leaf[end] += FULL if exclusive else n
         return True
 
+    def close(self, src: str, dst: str) -> None:
+        """RoCE: no other flow of the round may leave ``src``'s leaf or enter ``dst``'s (NIC
+        endpoints): a flow whose learned path must be alone (aimed at a link) keeps the
+        unpinned ones (collective rings, whose paths nobody knows) off its leaf ends."""
+        att = self.view.topology.attachment
+        if att.get(src) != att.get(dst):
+            self.per_leaf[(att[src], "out")] = self.per_leaf[(att[dst], "in")] = 1 << 30
+
 
 def plan_pairs(
     nodes: Iterable[str],

@@ -98,6 +98,8 @@ class RunContext:
     log_suspects: tuple[str, ...] = ()
     #: every signal the run reads (built-in preflight, the spec's, --signals files)
     signals: tuple[SignalSpec, ...] = ()
+    #: RoCE: the executor traces pinned flows, so their paths are learned before a round runs
+    learns_paths: bool = False
 
     def builder(self, history: RunHistory) -> RoundBuilder:
         """A builder for the next round, its timeout cut to what the budget has left."""

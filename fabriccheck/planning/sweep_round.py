@@ -43,9 +43,11 @@ def plan_sweep_round(ctx: RunContext, k: int, inf: Inference, history: RunHistor
         _log_first(b, active, ctx.log_suspects)
     free = [n for n in active if b.node_free(n)]
     if pol.per_rail:
+        # pinned flows with learned paths are spread over free ECMP members by the learner
+        share = pol.roce_learned_cross_share if ctx.learns_paths else pol.roce_cross_share
         plans = plan_sweep_rail_pairs(
             free, view, round_no=k, seed=pol.seed, avoid=memory.avoid,
-            prev_cross=memory.prev_cross, roce_cross_share=pol.roce_cross_share,
+            prev_cross=memory.prev_cross, roce_cross_share=share,
             prev_served=memory.served, covered=memory.covered)
         for rail, plan in plans.items():
             for c, s in plan.pairs:
