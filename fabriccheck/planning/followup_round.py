@@ -26,6 +26,9 @@ from fabriccheck.planning.partnerless import plan_partnerless_nic
 from fabriccheck.planning.recheck import plan_recheck
 from fabriccheck.run_history import RunHistory
 
+#: follow-up rounds that may carry intermittence rechecks (each part is rechecked once)
+RECHECK_ROUNDS = 2
+
 if TYPE_CHECKING:  # the planner imports this module; these types only annotate
     from fabriccheck.planning.planner import BisectState, RunContext
 
@@ -127,16 +130,22 @@ def _retest_shadowed(ctx: RunContext, history: RunHistory, inf: Inference, b: Ro
 
 def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
                     pool: GoodPool, tries: dict[str, int]) -> None:
-    """NICs that passed but also failed with nothing else to blame (noise, or an intermittent
-    part?) and IB links with two such failures get ``policy.recheck_samples`` short tests
-    against proven-good partners, in waves of one round (:mod:`fabriccheck.planning.recheck`),
-    once per run (rechecks must not breed rechecks). :mod:`fabriccheck.inference.flaky` tells
-    noise from a part on those samples."""
-    if not ctx.policy.per_rail or tries.get("recheck", 0):
+    """NICs that failed a test (of any size) with nothing else to blame (noise, or an
+    intermittent part?) and IB links with two such failures get ``policy.recheck_samples``
+    short tests against proven-good partners, in waves of one round
+    (:mod:`fabriccheck.planning.recheck`). A part is rechecked once (its samples never make
+    it a candidate again); parts that become candidates later (a recheck's passes clear the
+    partners of their failures) get theirs in a later round, :data:`RECHECK_ROUNDS` at most;
+    what is still waiting then is reported as a suspect, never passed.
+    :mod:`fabriccheck.inference.flaky` tells noise from a part on those samples."""
+    if not ctx.policy.per_rail or tries.get("recheck", 0) >= RECHECK_ROUNDS:
+        return
+    fl = inf.flakiness  # parts with samples are no longer candidates (inference.flaky)
+    nics = [x for x in fl.recheck_nics if nic_node(x) in inf.completed]
+    if not nics and not fl.recheck_links:
         return
     _count(tries, "recheck")
-    nics = [x for x in inf.flakiness.recheck_nics if nic_node(x) in inf.completed]
-    plan_recheck(b, nics, inf.flakiness.recheck_links, pool, inf.good_nics, ctx.active(inf),
+    plan_recheck(b, nics, fl.recheck_links, pool, inf.good_nics, ctx.active(inf),
                  history.partners, seed=ctx.policy.seed)
 
 

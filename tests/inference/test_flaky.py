@@ -23,14 +23,24 @@ def test_binomial_cdf_and_tail_add_up():
             assert math.isclose(binomial_cdf(k, n, p) + binomial_tail(k + 1, n, p), 1.0)
 
 
-def _samples(part: str, partner: str, fails: int, n: int) -> list[Observation]:
+def _samples(part: str, partner: str | list[str], fails: int | set[int], n: int
+             ) -> list[Observation]:
+    """``n`` recheck samples of ``part``, partners taken in turn (the planner's blocks give
+    a part several), failing the first ``fails`` (or those numbered in a set)."""
+    partners = [partner] if isinstance(partner, str) else partner
+    failing = set(range(fails)) if isinstance(fails, int) else fails
     out = []
     for i in range(n):
-        t = Test(f"r3-{i:05d}", "ib_write_bw", (part.split("/")[0], partner.split("/")[0]),
-                 (Flow(part, partner),), round=3, purpose="confirm",
+        peer = partners[i % len(partners)]
+        t = Test(f"r3-{part}-{i:05d}", "ib_write_bw", (part.split("/")[0], peer.split("/")[0]),
+                 (Flow(part, peer),), round=3, purpose="confirm",
                  params={"recheck_of": part, "wave": i // 2 or None})
-        out.append(Observation(t, FAIL if i < fails else PASS, 100.0 if i < fails else 390.0))
+        out.append(Observation(t, FAIL if i in failing else PASS,
+                               100.0 if i in failing else 390.0))
     return out
+
+
+PARTNERS = [f"node-{i:03d}/mlx5_0" for i in range(2, 10)]
 
 
 def _sweep(view) -> list[Observation]:
@@ -51,7 +61,7 @@ def _sweep(view) -> list[Observation]:
 def test_recheck_decides_on_its_samples(fails, others, state):
     view = make_view()
     part = "node-000/mlx5_0"
-    obs = _sweep(view) + _samples(part, "node-002/mlx5_0", fails, 32)
+    obs = _sweep(view) + _samples(part, PARTNERS, fails, 32)
     for i in range(others):  # other parts rechecked in the same run, all clean
         obs += _samples(f"node-{20 + i:03d}/mlx5_1", "node-002/mlx5_1", 0, 32)
     good = {x for o in obs if o.status == PASS for x in o.test.nics}
@@ -65,6 +75,66 @@ def test_recheck_decides_on_its_samples(fails, others, state):
     if state == "undecided":
         assert fl.undecided[part].state == "suspect"
     assert part not in fl.recheck_nics  # rechecked once: never asked for again
+
+
+def test_failures_with_one_partner_point_at_the_partner_not_the_part():
+    """An intermittent partner (or the path to it) fails the part's samples with it only:
+    the part is judged on its other samples (cleared here), the partner's NIC is the next
+    to recheck; without the set-aside the part would be flaky (9 of 32, p ~ 1e-8)."""
+    view = make_view()
+    part, bad = "node-000/mlx5_0", PARTNERS[0]
+    obs = _sweep(view) + _samples(part, PARTNERS, {0, 8, 16, 24}, 32)
+    good = {x for o in obs if o.status == PASS for x in o.test.nics}
+    fl = find_flaky(obs, view, {n.split("/")[0] for n in good}, good, set(), set())
+    assert part not in fl.flaky
+    assert part in fl.cleared
+    assert bad in fl.recheck_nics  # the partner that failed is rechecked next
+
+
+def test_failures_with_a_single_partner_never_convict():
+    """All samples with one partner (nobody else to compare): many failures leave the part a
+    suspect, not flaky: the partner explains them as well."""
+    view = make_view()
+    part = "node-000/mlx5_0"
+    obs = _sweep(view) + _samples(part, "node-002/mlx5_0", 12, 32)
+    good = {x for o in obs if o.status == PASS for x in o.test.nics}
+    fl = find_flaky(obs, view, {n.split("/")[0] for n in good}, good, set(), set())
+    assert part not in fl.flaky
+    assert fl.undecided[part].state == "suspect"
+    assert "one partner" in fl.undecided[part].reason
+
+
+def test_a_lonely_group_failure_makes_its_nics_candidates():
+    """A 4-node collective failing while every member passed its pair tests: each of its NICs
+    is a recheck candidate (a NIC failing one test in three shows it in collectives too);
+    before, group tests counted for nobody."""
+    view = make_view()
+    topo = view.topology
+    names = sorted(topo.nodes)
+    nodes, peer = tuple(names[:4]), names[20]
+    obs = _sweep(view)
+    for n in nodes:  # every NIC passed a pair test
+        for r, nic in enumerate(topo.nodes[n].nics):
+            t = Test(f"r2-{nic.endpoint}", "ib_write_bw", (n, peer),
+                     (Flow(nic.endpoint, topo.nodes[peer].nics[r].endpoint),), round=2)
+            obs.append(Observation(t, PASS, 390.0))
+    ring = tuple(Flow(topo.nodes[a].nics[r].endpoint, topo.nodes[b].nics[r].endpoint)
+                 for r in range(len(topo.nodes[nodes[0]].nics))
+                 for a, b in zip(nodes, nodes[1:] + nodes[:1], strict=True))
+    obs.append(Observation(Test("r5-g", "nccl", nodes, ring, round=5, purpose="scale"),
+                           FAIL, 10.0))
+    good_nics = {x for o in obs if o.status == PASS for x in o.test.nics}
+    good_nodes = {n for o in obs if o.status == PASS for n in o.test.nodes}
+    fl = find_flaky(obs, view, good_nodes, good_nics, set(), set())
+    assert {f.src for f in ring} <= set(fl.recheck_nics)
+    assert not fl.flaky  # one shared failure convicts nobody
+
+
+def test_unrechecked_candidates_are_suspects_only_with_two_lonely_failures():
+    from fabriccheck.inference.flaky import Flakiness
+    fl = Flakiness(recheck_nics={"node-001/mlx5_0": 1, "node-002/mlx5_0": 2})
+    assert set(fl.unresolved()) == {"node-002/mlx5_0"}
+    assert fl.unresolved()["node-002/mlx5_0"].state == "suspect"
 
 
 def spec_run(topo, faults, seed, **policy):
