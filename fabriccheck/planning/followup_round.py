@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fabriccheck.inference.attribute import Inference
-from fabriccheck.models import Test, nic_node
+from fabriccheck.models import FAIL, PASS, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.followup import (
     GoodPool,
@@ -23,7 +23,7 @@ from fabriccheck.planning.followup import (
     plan_roce_sampling,
 )
 from fabriccheck.planning.partnerless import plan_partnerless_nic
-from fabriccheck.planning.recheck import plan_recheck
+from fabriccheck.planning.recheck import plan_recheck, plan_topup
 from fabriccheck.run_history import RunHistory
 
 #: follow-up rounds that may carry intermittence rechecks (each part is rechecked once)
@@ -142,11 +142,29 @@ def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
         return
     fl = inf.flakiness  # parts with samples are no longer candidates (inference.flaky)
     nics = [x for x in fl.recheck_nics if nic_node(x) in inf.completed]
-    if not nics and not fl.recheck_links:
-        return
-    _count(tries, "recheck")
-    plan_recheck(b, nics, fl.recheck_links, pool, inf.good_nics, ctx.active(inf),
-                 history.partners, seed=ctx.policy.seed)
+    if nics or fl.recheck_links:
+        _count(tries, "recheck")
+        plan_recheck(b, nics, fl.recheck_links, pool, inf.good_nics, ctx.active(inf),
+                     history.partners, seed=ctx.policy.seed)
+    if ctx.mode == "sweep" and ctx.policy.screen_tests and not tries.get("topup", 0):
+        _count(tries, "topup")  # once, in waves after the recheck's: they feed the next one
+        _top_up(ctx, history, inf, b)
+
+
+def _top_up(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder) -> None:
+    """NICs of healthy-looking nodes with fewer than ``policy.screen_tests`` finished tests
+    (a ladder level found no room for their node) get short same-leaf samples up to that
+    many (:func:`fabriccheck.planning.recheck.plan_topup`)."""
+    counts: dict[str, int] = defaultdict(int)
+    for o in history.observations:
+        if o.status in (PASS, FAIL) and not o.test.params.recheck_of:
+            for x in o.test.nics:
+                counts[x] += 1
+    blamed = inf.blamed_nodes
+    nics = [x for n in ctx.active(inf) if n not in blamed and n in inf.completed
+            for x in ctx.view.rails_of[n].values()
+            if x not in inf.bad_nics and x not in inf.nic_suspects]
+    plan_topup(b, nics, counts, ctx.policy.screen_tests)
 
 
 def shadowed_nics(observations: Iterable, inf: Inference) -> list[str]:

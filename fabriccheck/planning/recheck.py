@@ -75,6 +75,45 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
     return made
 
 
+def plan_topup(b: RoundBuilder, nics: Sequence[str], counts: Mapping[str, int],
+               want: int) -> int:
+    """Short samples for NICs with fewer than ``want`` finished tests, in waves after the
+    round's other waves: per leaf and rail, the NICs in scope (``nics``) form a ring, shifted
+    every wave, so each NIC sends to one neighbour and receives from another (two samples a
+    wave, crossing no switch link). The samples are ordinary tests (no ``recheck_of``): the
+    screen of :mod:`fabriccheck.inference.flaky` counts them, and a lonely failure among them
+    makes its NIC a recheck candidate. Returns the number of samples planned."""
+    need = {x: want - counts.get(x, 0) for x in nics if counts.get(x, 0) < want}
+    if not need:
+        return 0
+    topo = b.view.topology
+    rings: dict[tuple[str, int], list[str]] = {}
+    for x in sorted(nics):
+        rings.setdefault((topo.attachment.get(x, ""), topo.nics[x].rail), []).append(x)
+    first = max((t.params.wave or 0 for t in b.tests), default=0) + 1
+    made = 0
+    for w in range(-(-max(need.values()) // 2)):
+        sub = RoundBuilder(b.round_no, b.view, b.spec, b.policy)
+        for (_, rail), ring in sorted(rings.items()):
+            if len(ring) < 2:
+                continue  # alone on its leaf and rail: partnerless, see planning.partnerless
+            shift = 1 + w % (len(ring) - 1)
+            for i, src in enumerate(ring):
+                dst = ring[(i + shift) % len(ring)]
+                if need.get(src, 0) <= 0 and need.get(dst, 0) <= 0:
+                    continue
+                t = sub.add_flow(nic_node(src), nic_node(dst), rail, "sweep")
+                if t is None:
+                    continue
+                p = {**dict(t.params), "duration_s": b.policy.recheck_duration_s,
+                     "wave": first + w}
+                b.tests.append(replace(t, test_id=b._id(), params=p))
+                made += 1
+                for x in (src, dst):
+                    need[x] = need.get(x, 0) - 1
+    return made
+
+
 def _block(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], pool: GoodPool,
            good_nics: set[str], local: Sequence[str], met: Mapping[str, frozenset[str]],
            used: dict[str, set[str]], seed: int) -> list[tuple[str, list[Test]]]:
