@@ -176,20 +176,25 @@ def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
     NIC is rechecked next). A part is flaky only on failures with two partners at least.
     Links are decided first: a NIC's samples whose route surely crosses a flaky link say
     nothing about the NIC and are not counted."""
-    m = len(samples)
+    latest = {part: max(o.test.round for o in obs) for part, obs in samples.items()}
+    in_round: dict[int, int] = defaultdict(int)  # Bonferroni: parts rechecked in each round
+    for r in latest.values():
+        in_round[r] += 1
     rate = max(noise_floor, fl.rate)
     suspects: dict[str, int] = {}  # partners whose samples failed beyond noise
     for part, obs in sorted(samples.items(), key=lambda kv: (" -- " not in kv[0], kv[0])):
-        if " -- " not in part and view is not None:
-            obs = _not_on_flaky_links(obs, fl, view)
-            if not obs:
-                continue
         fl.recheck_nics.pop(part, None)
         is_link = " -- " in part
         key = link_key(*part.split(" -- ", 1)) if is_link else None
         if is_link:
             fl.recheck_links = [lk for lk in fl.recheck_links if lk != key]
-        if part in fl.flaky:
+        # a part undecided on its first samples got fresh ones: those alone decide
+        again = len({o.test.round for o in obs}) > 1
+        obs = [o for o in obs if o.test.round == latest[part]]
+        m = in_round[latest[part]]
+        if not is_link and view is not None:
+            obs = _not_on_flaky_links(obs, fl, view)
+        if part in fl.flaky or not obs:
             continue
         kept, aside, partners = worst_partner_aside(part, obs)
         f_aside = sum(o.status == FAIL for o in aside)
@@ -230,6 +235,10 @@ def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
             why = (f"{counts}: too many for noise to be sure (p={p:.1g}), too few to call it "
                    f"intermittent; more samples would decide")
             fl.undecided[part] = Verdict(kind, part, State.SUSPECT, why, ids, key)
+            if not again and is_link:  # fresh samples, if a round is left for them
+                fl.recheck_links.append(key)  # type: ignore[arg-type]
+            elif not again:
+                fl.recheck_nics[part] = f
     # the partner that failed a part's samples beyond noise is the next one to recheck
     for nic, k in sorted(suspects.items()):
         if nic not in samples and nic not in fl.flaky:
