@@ -82,20 +82,25 @@ class Flakiness:
     rate: float = 0.0  # the run's glitch rate the screen measured
     #: parts the recheck cleared: name -> "f of n"
     cleared: dict[str, str] = field(default_factory=dict)
+    #: candidate -> P(noise makes its lonely failures among its finished tests)
+    odds: dict[str, float] = field(default_factory=dict)
 
-    def unresolved(self) -> dict[str, Verdict]:
+    def unresolved(self, alpha: float = 0.01) -> dict[str, Verdict]:
         """Parts neither flaky nor cleared when the run ends: the undecided, and candidates
-        with two lonely failures or more whose recheck never ran (no round left for it):
-        suspects, never a silent pass. A NIC with one lonely failure and no round left to
-        recheck it is what a glitch makes in every run: it is listed (``recheck.pending``),
-        not a suspect."""
+        whose recheck never ran (no round left for it) with lonely failures noise explains
+        with odds below ``alpha`` (two or more among few tests): suspects, never a silent
+        pass. One lonely failure among a NIC's tests, left unrechecked, is what a glitch
+        makes in every run: listed (``recheck.pending``), not a suspect."""
         why = ("failed {k} test(s) that nothing else on them explains (the shape of an "
-               "intermittent part, or noise) and was not rechecked: no round was left for it")
-        out = {nic: Verdict("nic", nic, State.SUSPECT, why.format(k=k))
-               for nic, k in self.recheck_nics.items() if k >= 2}
-        out.update({str(lk): Verdict("link", str(lk), State.SUSPECT, why.format(k="2+"),
+               "intermittent part; noise makes that with p={p:.1g}) and was not rechecked: "
+               "no round was left for it")
+        out = {nic: Verdict("nic", nic, State.SUSPECT, why.format(k=k, p=self.odds[nic]))
+               for nic, k in self.recheck_nics.items()
+               if k >= 2 and self.odds.get(nic, 1.0) < alpha}
+        out.update({str(lk): Verdict("link", str(lk), State.SUSPECT,
+                                     why.format(k="2+", p=self.odds[str(lk)]),
                                      link=link_key(lk.a, lk.b))
-                    for lk in self.recheck_links})
+                    for lk in self.recheck_links if self.odds.get(str(lk), 1.0) < alpha})
         return {**out, **self.undecided}
 
 
@@ -132,6 +137,10 @@ def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
     """Stage 1 on the run's own tests (the recheck's samples excluded): pair tests decide
     at once, tests of any size make candidates."""
     every = _lonely(finished, view, good_nodes, good_nics, good_links)
+    nic_tests: dict[str, int] = defaultdict(int)  # finished tests of any size per NIC
+    for o in finished:
+        for x in o.test.nics:
+            nic_tests[x] += 1
     finished = [o for o in finished if o.test.group_size <= 2]
     tally: dict[tuple[str, object], list[Observation]] = defaultdict(list)
     for o in finished:
@@ -163,6 +172,12 @@ def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
                    if p[0] == "link" and len(ids) >= 2 and str(p[1]) not in flaky)
     out_f = Flakiness(flaky, nics, links)
     out_f.rate = rate
+    # how likely noise makes each candidate's lonely failures (for one left unrechecked)
+    for x, k in nics.items():
+        out_f.odds[x] = binomial_tail(k, max(k, nic_tests[x]), rate)
+    for lk in links:
+        k = len(every[("link", lk)])
+        out_f.odds[str(lk)] = binomial_tail(k, max(k, len(tally.get(("link", lk), ()))), rate)
     return out_f
 
 
