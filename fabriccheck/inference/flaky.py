@@ -6,19 +6,25 @@ other node, NIC and (surely crossed) link passed elsewhere points at the part al
 such failures too, at the run's glitch rate ``g`` (the share of finished tests that failed with
 nothing left to blame, at least ``min_rate``). Two stages:
 
-1. **Screen** (the sweep's own tests). A part is flaky at once when its lonely failures are too
-   many for noise: the binomial tail ``P(X >= k | n tests, g)`` below ``alpha`` divided by the
-   number of parts tested (Bonferroni), with at least two lonely failures and two partners.
-   Every other part with a lonely failure is a candidate for the recheck.
+1. **Screen** (the sweep's own tests). A part is flaky at once when its lonely failures in pair
+   tests are too many for noise: the binomial tail ``P(X >= k | n tests, g)`` below ``alpha``
+   divided by the number of parts tested (Bonferroni), with at least two lonely failures and
+   two partners. Every other NIC with a lonely failure in a test of any size (collectives
+   included), and IB link with two, is a candidate for the recheck.
 2. **Recheck** (``planning.recheck``: ``policy.recheck_samples`` short tests of each candidate
-   against proven-good partners, in one round). Only these fresh samples are judged, so
-   choosing the candidates from the screen does not bias the test; Bonferroni is over the
-   ``m`` parts rechecked. With ``f`` failures in ``n`` samples:
+   against proven-good partners, in blocks with fresh partners, in one round). Only these
+   fresh samples are judged, so choosing the candidates from the screen does not bias the
+   test; Bonferroni is over the ``m`` parts rechecked in that round. Samples crossing a flaky
+   link, and those with the one partner that failed beyond noise while the others did not,
+   are set aside first (that partner is the next candidate). With ``f`` failures in the ``n``
+   samples left:
 
-   - **flaky** when ``f >= 2`` and ``P(X >= f | n, g) < alpha / m`` (noise cannot explain it);
+   - **flaky** when ``f >= 2`` with two partners at least and ``P(X >= f | n, g) < alpha / m``
+     (noise cannot explain it);
    - **cleared** when ``P(X <= f | n, q_min) < beta``: a part failing at least ``q_min`` of
      its tests (1 in 3 by default) would have failed more often than that;
-   - otherwise **undecided**: a suspect (exit 1) with its counts, never a silent pass.
+   - otherwise **undecided**: a suspect (exit 1) with its counts, never a silent pass; it is
+     a candidate once more, and a fresh batch in a later round, judged alone, decides.
 
    The samples' glitch rate is taken as at least 2 % (short tests are noisier than the
    sweep's). With the defaults (32 samples, ``g`` = 2 %, ``q_min`` = 1/3, ``alpha = beta = 0.01``) a
