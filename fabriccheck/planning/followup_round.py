@@ -146,7 +146,10 @@ def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
         _count(tries, "recheck")
         plan_recheck(b, nics, fl.recheck_links, pool, inf.good_nics, ctx.active(inf),
                      history.partners, seed=ctx.policy.seed)
-    if ctx.mode == "sweep" and ctx.policy.screen_tests and not tries.get("topup", 0):
+    # InfiniBand only for now: on RoCE the top-up round loses a slow link's localization
+    # evidence (docs/examples/roce-link-fault.yaml), a cause not yet found
+    if (ctx.mode == "sweep" and ctx.policy.screen_tests and not tries.get("topup", 0)
+            and ctx.view.fabric == "infiniband"):
         _count(tries, "topup")  # once, in waves after the recheck's: they feed the next one
         _top_up(ctx, history, inf, b)
 

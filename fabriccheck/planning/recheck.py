@@ -47,7 +47,10 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
     good_nics = good_nics - set(nics)
     want = b.policy.recheck_samples
     waves = max(1, -(-want // 2))  # two samples a wave at most
-    blocks = max(1, min(blocks, waves))
+    # RoCE: fresh partners soon sit on other leaves, and a failing cross-leaf sample beside a
+    # round's other failures at its leaf is possible ECMP contention that hides a slow link's
+    # evidence (inference.attribute): one block, partners as a confirmation picks them
+    blocks = max(1, min(blocks if b.view.fabric == "infiniband" else 1, waves))
     per_block = -(-waves // blocks)
     parts = [*nics, *(str(Link.of(*lk)) for lk in links)]
     need = dict.fromkeys(parts, want)
