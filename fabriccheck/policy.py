@@ -65,6 +65,10 @@ class SweepPolicy:
     #: partners), and each sample's run time
     recheck_samples: int = 32
     recheck_duration_s: float = 1.0
+    #: sweep: finished tests every NIC should have before the run ends; one with fewer (a
+    #: ladder level found no room for its node) gets short same-leaf samples up to this many,
+    #: so a NIC failing one test in three is seen failing ((2/3)^8 ~ 4 % miss); 0: off
+    screen_tests: int = 8
     seed: int = 0
     levels: tuple[int, ...] | None = None
     #: run the built-in preflight signals (DESIGN.md "How faults are found" step 0)

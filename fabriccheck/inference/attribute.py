@@ -225,8 +225,10 @@ def _beyond_noise(groups: list[LinkGroup], observations: Sequence[Observation],
     """Mark candidate sets whose failures noise explains: ``k`` failures among the ``n``
     finished flows that may have crossed a candidate are likely at the run's glitch rate
     (binomial tail above ``alpha`` / number of sets). A confirmed (bad) link always stands."""
-    finished = [o for o in observations
-                if o.status in (PASS, FAIL) and o.test.test_id not in contended]
+    # an intermittence recheck's samples are many short flows aimed at a few NICs, not a
+    # sample of the fabric's paths: counted here they would drown a link's failures
+    finished = [o for o in observations if o.status in (PASS, FAIL)
+                and o.test.test_id not in contended and not o.test.params.recheck_of]
     if not groups or not finished:
         return groups
     rate = max(0.005, glitches / len(finished))

@@ -6,19 +6,25 @@ other node, NIC and (surely crossed) link passed elsewhere points at the part al
 such failures too, at the run's glitch rate ``g`` (the share of finished tests that failed with
 nothing left to blame, at least ``min_rate``). Two stages:
 
-1. **Screen** (the sweep's own tests). A part is flaky at once when its lonely failures are too
-   many for noise: the binomial tail ``P(X >= k | n tests, g)`` below ``alpha`` divided by the
-   number of parts tested (Bonferroni), with at least two lonely failures and two partners.
-   Every other part with a lonely failure is a candidate for the recheck.
+1. **Screen** (the sweep's own tests). A part is flaky at once when its lonely failures in pair
+   tests are too many for noise: the binomial tail ``P(X >= k | n tests, g)`` below ``alpha``
+   divided by the number of parts tested (Bonferroni), with at least two lonely failures and
+   two partners. Every other NIC with a lonely failure in a test of any size (collectives
+   included), and IB link with two, is a candidate for the recheck.
 2. **Recheck** (``planning.recheck``: ``policy.recheck_samples`` short tests of each candidate
-   against proven-good partners, in one round). Only these fresh samples are judged, so
-   choosing the candidates from the screen does not bias the test; Bonferroni is over the
-   ``m`` parts rechecked. With ``f`` failures in ``n`` samples:
+   against proven-good partners, in blocks with fresh partners, in one round). Only these
+   fresh samples are judged, so choosing the candidates from the screen does not bias the
+   test; Bonferroni is over the ``m`` parts rechecked in that round. Samples crossing a flaky
+   link, and those with the one partner that failed beyond noise while the others did not,
+   are set aside first (that partner is the next candidate). With ``f`` failures in the ``n``
+   samples left:
 
-   - **flaky** when ``f >= 2`` and ``P(X >= f | n, g) < alpha / m`` (noise cannot explain it);
+   - **flaky** when ``f >= 2`` with two partners at least and ``P(X >= f | n, g) < alpha / m``
+     (noise cannot explain it);
    - **cleared** when ``P(X <= f | n, q_min) < beta``: a part failing at least ``q_min`` of
      its tests (1 in 3 by default) would have failed more often than that;
-   - otherwise **undecided**: a suspect (exit 1) with its counts, never a silent pass.
+   - otherwise **undecided**: a suspect (exit 1) with its counts, never a silent pass; it is
+     a candidate once more, and a fresh batch in a later round, judged alone, decides.
 
    The samples' glitch rate is taken as at least 2 % (short tests are noisier than the
    sweep's). With the defaults (32 samples, ``g`` = 2 %, ``q_min`` = 1/3, ``alpha = beta = 0.01``) a
@@ -82,6 +88,26 @@ class Flakiness:
     rate: float = 0.0  # the run's glitch rate the screen measured
     #: parts the recheck cleared: name -> "f of n"
     cleared: dict[str, str] = field(default_factory=dict)
+    #: candidate -> P(noise makes its lonely failures among its finished tests)
+    odds: dict[str, float] = field(default_factory=dict)
+
+    def unresolved(self, alpha: float = 0.01) -> dict[str, Verdict]:
+        """Parts neither flaky nor cleared when the run ends: the undecided, and candidates
+        whose recheck never ran (no round left for it) with lonely failures noise explains
+        with odds below ``alpha`` (two or more among few tests): suspects, never a silent
+        pass. One lonely failure among a NIC's tests, left unrechecked, is what a glitch
+        makes in every run: listed (``recheck.pending``), not a suspect."""
+        why = ("failed {k} test(s) that nothing else on them explains (the shape of an "
+               "intermittent part; noise makes that with p={p:.1g}) and was not rechecked: "
+               "no round was left for it")
+        out = {nic: Verdict("nic", nic, State.SUSPECT, why.format(k=k, p=self.odds[nic]))
+               for nic, k in self.recheck_nics.items()
+               if k >= 2 and self.odds.get(nic, 1.0) < alpha}
+        out.update({str(lk): Verdict("link", str(lk), State.SUSPECT,
+                                     why.format(k="2+", p=self.odds[str(lk)]),
+                                     link=link_key(lk.a, lk.b))
+                    for lk in self.recheck_links if self.odds.get(str(lk), 1.0) < alpha})
+        return {**out, **self.undecided}
 
 
 def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes: set[str],
@@ -91,11 +117,13 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
     """Count lonely failures per part and keep the parts noise cannot explain (module doc).
 
     ``contended`` are failing tests that ECMP contention may explain (RoCE): they count for
-    nobody. Group tests (4x, 8x) do not count either: a failure that only shows at scale is
-    bisection's to find, not a sign of an intermittent part.
+    nobody. Group tests (4x, 8x) never make a part flaky at once (a failure that only shows at
+    scale is bisection's to find, and a group's failure is shared by all its members), but a
+    lonely group failure makes each of its NICs (and IB links) a recheck candidate: a NIC that
+    fails one test in three shows it in a collective as often as in a pair test.
     """
     done = [o for o in observations if o.status in (PASS, FAIL)
-            and o.test.test_id not in contended and o.test.group_size <= 2]
+            and o.test.test_id not in contended]
     finished = [o for o in done if not o.test.params.recheck_of]
     if not finished:
         return Flakiness()
@@ -105,21 +133,28 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
         if o.test.params.recheck_of:
             samples[o.test.params.recheck_of].append(o)
     if samples:
-        _recheck(screen, samples, alpha, beta, q_min)
+        _recheck(screen, samples, alpha, beta, q_min, view=view)
     return screen
 
 
 def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
             good_nics: set[str], good_links: set[Link], alpha: float,
             min_rate: float) -> Flakiness:
-    """Stage 1 on the run's own tests (the recheck's samples excluded)."""
+    """Stage 1 on the run's own tests (the recheck's samples excluded): pair tests decide
+    at once, tests of any size make candidates."""
+    every = _lonely(finished, view, good_nodes, good_nics, good_links)
+    nic_tests: dict[str, int] = defaultdict(int)  # finished tests of any size per NIC
+    for o in finished:
+        for x in o.test.nics:
+            nic_tests[x] += 1
+    finished = [o for o in finished if o.test.group_size <= 2]
     tally: dict[tuple[str, object], list[Observation]] = defaultdict(list)
     for o in finished:
         for part in _parts(o, view):
             tally[part].append(o)
     lonely = _lonely(finished, view, good_nodes, good_nics, good_links)
     lonely_tests = set().union(*lonely.values()) if lonely else set()
-    rate = max(min_rate, len(lonely_tests) / len(finished))
+    rate = max(min_rate, len(lonely_tests) / max(1, len(finished)))
     out: dict[str, Verdict] = {}
     for part, obs in tally.items():
         fails = [o for o in obs if o.test.test_id in lonely.get(part, ())]
@@ -137,47 +172,133 @@ def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
                                 tuple(o.test.test_id for o in fails),
                                 part[1] if part[0] == "link" else None)  # type: ignore[arg-type]
     flaky = _keep_most_specific(out)
-    nics = {str(p[1]): len(ids) for p, ids in sorted(lonely.items(), key=lambda kv: str(kv[0]))
+    nics = {str(p[1]): len(ids) for p, ids in sorted(every.items(), key=lambda kv: str(kv[0]))
             if p[0] == "nic" and str(p[1]) not in flaky}
-    links = sorted(p[1] for p, ids in lonely.items()  # type: ignore[misc]
+    links = sorted(p[1] for p, ids in every.items()  # type: ignore[misc]
                    if p[0] == "link" and len(ids) >= 2 and str(p[1]) not in flaky)
     out_f = Flakiness(flaky, nics, links)
     out_f.rate = rate
+    # how likely noise makes each candidate's lonely failures (for one left unrechecked)
+    for x, k in nics.items():
+        out_f.odds[x] = binomial_tail(k, max(k, nic_tests[x]), rate)
+    for lk in links:
+        k = len(every[("link", lk)])
+        out_f.odds[str(lk)] = binomial_tail(k, max(k, len(tally.get(("link", lk), ()))), rate)
     return out_f
 
 
 def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float, beta: float,
-             q_min: float, noise_floor: float = 0.02) -> None:
+             q_min: float, noise_floor: float = 0.02, view: FabricView | None = None) -> None:
     """Stage 2: decide every rechecked part on its fresh samples only (module doc). The
     samples are short tests, noisier than the sweep's: their glitch rate is taken as at
-    least ``noise_floor``."""
-    m = len(samples)
+    least ``noise_floor``. The samples with the partner that failed most are set aside
+    (:func:`worst_partner_aside`) when they failed beyond noise: an intermittent partner, or a
+    flapping link on the way to it, must not make the part look intermittent (that partner's
+    NIC is rechecked next). A part is flaky only on failures with two partners at least.
+    Links are decided first: a NIC's samples whose route surely crosses a flaky link say
+    nothing about the NIC and are not counted."""
+    latest = {part: max(o.test.round for o in obs) for part, obs in samples.items()}
+    in_round: dict[int, int] = defaultdict(int)  # Bonferroni: parts rechecked in each round
+    for r in latest.values():
+        in_round[r] += 1
     rate = max(noise_floor, fl.rate)
-    for part, obs in sorted(samples.items()):
+    suspects: dict[str, int] = {}  # partners whose samples failed beyond noise
+    for part, obs in sorted(samples.items(), key=lambda kv: (" -- " not in kv[0], kv[0])):
         fl.recheck_nics.pop(part, None)
         is_link = " -- " in part
         key = link_key(*part.split(" -- ", 1)) if is_link else None
         if is_link:
             fl.recheck_links = [lk for lk in fl.recheck_links if lk != key]
-        if part in fl.flaky:
+        # a part undecided on its first samples got fresh ones: those alone decide
+        again = len({o.test.round for o in obs}) > 1
+        obs = [o for o in obs if o.test.round == latest[part]]
+        m = in_round[latest[part]]
+        if not is_link and view is not None:
+            obs = _not_on_flaky_links(obs, fl, view)
+        if part in fl.flaky or not obs:
             continue
-        fails = [o for o in obs if o.status == FAIL]
-        n, f = len(obs), len(fails)
+        kept, aside, partners = worst_partner_aside(part, obs)
+        f_aside = sum(o.status == FAIL for o in aside)
+        f_kept = sum(o.status == FAIL for o in kept)
+        if (f_aside >= 2 and binomial_tail(f_aside, len(aside), rate) < alpha / m
+                and binomial_tail(f_kept, len(kept), rate) >= alpha):
+            # the failures sit with one partner, the others' samples look like noise
+            for nic in {x for o in aside for x in o.test.nics} - {part}:
+                suspects[nic] = suspects.get(nic, 0) + f_aside
+        else:  # nothing to set aside: the failures are the part's, or noise
+            kept, aside = list(obs), []
+        fails = [o for o in kept if o.status == FAIL]
+        n, f = len(kept), len(fails)
+        owner = "" if is_link else nic_node(part)
+        failing_with = {tuple(sorted(set(o.test.nodes) - {owner})) for o in fails}
+        total_f = f + sum(o.status == FAIL for o in aside)
         p = binomial_tail(f, n, rate)
-        counts = (f"failed {f} of {n} recheck samples ({100 * f / n:.0f}%) against proven-good "
-                  f"partners")
+        counts = (f"failed {total_f} of {len(obs)} recheck samples "
+                  f"({100 * total_f / len(obs):.0f}%) against {partners} proven-good partner"
+                  f"{'s' if partners != 1 else ''}")
+        if aside:
+            counts += (f"; {f} of the {n} with partners other than the one that failed most "
+                       f"({100 * f / n:.0f}%)")
         kind = "link" if is_link else "nic"
-        ids = tuple(o.test.test_id for o in fails)
-        if f >= 2 and p < alpha / m:
+        ids = tuple(o.test.test_id for o in obs if o.status == FAIL)
+        if f >= 2 and p < alpha / m and (len(failing_with) >= 2 or is_link):
             why = (f"{counts}; noise at a glitch rate of {100 * rate:.1f}% explains "
                    f"that with p={p:.1g} (Bonferroni over {m} parts rechecked)")
             fl.flaky[part] = Verdict(kind, part, State.FLAKY, why, ids, key)
         elif binomial_cdf(f, n, q_min) < beta:
-            fl.cleared[part] = f"{f} of {n}"
+            fl.cleared[part] = f"{total_f} of {len(obs)}"
+        elif f >= 2 and p < alpha / m:
+            why = (f"{counts}, all with one partner: that partner (or the path to it) "
+                   f"explains them as well as this part does; a sample with another partner "
+                   f"would decide")
+            fl.undecided[part] = Verdict(kind, part, State.SUSPECT, why, ids, key)
         else:
             why = (f"{counts}: too many for noise to be sure (p={p:.1g}), too few to call it "
                    f"intermittent; more samples would decide")
             fl.undecided[part] = Verdict(kind, part, State.SUSPECT, why, ids, key)
+            if not again and is_link:  # fresh samples, if a round is left for them
+                fl.recheck_links.append(key)  # type: ignore[arg-type]
+            elif not again:
+                fl.recheck_nics[part] = f
+    # the partner that failed a part's samples beyond noise is the next one to recheck
+    for nic, k in sorted(suspects.items()):
+        if nic not in samples and nic not in fl.flaky:
+            fl.recheck_nics[nic] = fl.recheck_nics.get(nic, 0) + k
+
+
+def _not_on_flaky_links(obs: Sequence[Observation], fl: Flakiness, view: FabricView
+                       ) -> list[Observation]:
+    """The samples whose routes surely cross no link found flaky."""
+    bad = {v.link for v in fl.flaky.values() if v.kind == "link" and v.link is not None}
+    if not bad:
+        return list(obs)
+    return [o for o in obs if not any(view.flow_links(f)[0] & bad for f in o.test.flows)]
+
+
+def worst_partner_aside(part: str, obs: Sequence[Observation]
+                        ) -> tuple[list[Observation], list[Observation], int]:
+    """A part's recheck samples split into those judged and those set aside: the samples with
+    the partner (for a link: the node pair) that failed most, when there are two partners or
+    more and that one failed at all. Returns ``(kept, aside, number of partners)``.
+
+    >>> from fabriccheck.models import Flow, Test
+    >>> def o(peer, status):
+    ...     t = Test(f"{peer}{status}", "ib_write_bw", ("a", peer), (Flow("a/x", f"{peer}/x"),))
+    ...     return Observation(t, status)
+    >>> kept, aside, k = worst_partner_aside("a/x", [o("b", FAIL), o("b", FAIL), o("c", PASS)])
+    >>> len(kept), len(aside), k
+    (1, 2, 2)
+    """
+    owner = "" if " -- " in part else nic_node(part)
+    by: dict[tuple[str, ...], list[Observation]] = defaultdict(list)
+    for o in obs:
+        by[tuple(sorted(set(o.test.nodes) - {owner}))].append(o)
+    if len(by) < 2:
+        return list(obs), [], len(by)
+    worst = max(sorted(by), key=lambda k: sum(o.status == FAIL for o in by[k]))
+    if not any(o.status == FAIL for o in by[worst]):
+        return list(obs), [], len(by)
+    return [o for k, v in by.items() if k != worst for o in v], by[worst], len(by)
 
 
 def _parts(o: Observation, view: FabricView) -> list[tuple[str, object]]:

@@ -62,7 +62,7 @@ def build_result(
                                   "well: needs a test that stays on its leaves")
                        for n in end.scale_suspects
                        if n not in drain and n not in inf.blamed_nodes and n not in scale_open})
-    undecided = {k: v for k, v in inf.flakiness.undecided.items()
+    undecided = {k: v for k, v in inf.flakiness.unresolved().items()
                  if v.kind == "link" or nic_node(k) not in drain}
     suspects = sorted(
         (set(inf.node_suspects) | set(inf.hang_suspects) | set(inf.nic_suspects)
@@ -102,7 +102,8 @@ def build_result(
     extra["bad_switches"] = [sw.verdict.name for sw in switches]
     extra["flaky"] = sorted(inf.flaky)
     extra["recheck"] = {"cleared": dict(sorted(inf.flakiness.cleared.items())),
-                        "undecided": sorted(undecided)}
+                        "undecided": sorted(undecided),
+                        "pending": sorted(set(inf.flakiness.recheck_nics) - set(undecided))}
     extra["tested_without_rail_partner"] = dict(sorted(by_kind.items()))
     # RoCE: failing tests that ECMP contention may explain (the report's "contention" cells)
     extra["contention"] = sorted(inf.ambiguous)

@@ -1,13 +1,18 @@
 """The intermittence recheck: enough samples of a part to tell an intermittent part from noise,
 in ONE round.
 
-A sweep gives a NIC two to four tests, too few to tell a part that fails one test in three from
+A sweep gives a NIC two to eight tests, too few to tell a part that fails one test in three from
 1-2 % measurement glitches. A part with a failure nothing else explains ("lonely", see
 :mod:`fabriccheck.inference.flaky`) gets samples like a confirmation (client against one
 proven-good partner, server from another, at once: links are full duplex) in **waves** that run
 after the round's own tests (``params.wave``: each wave starts when the one before has ended;
 the round count does not grow, its test time does: about ``waves x (setup +
-recheck_duration_s)``), ``policy.recheck_samples`` samples a part in all. Every sample carries
+recheck_duration_s)``), ``policy.recheck_samples`` samples a part in all.
+
+The waves come in :data:`BLOCKS` blocks, each with partners (IB link: flows) the part has not
+had in an earlier block, where the fabric has them: a partner that is itself intermittent, or a
+path over a flapping link, then spoils one block's samples, not all of them, and
+``inference.flaky`` can set the worst partner's samples aside. Every sample carries
 ``params.recheck_of`` (the part), which is what the second-stage test in
 ``inference.flaky`` counts.
 """
@@ -21,44 +26,123 @@ from fabriccheck.models import Link, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.followup import GoodPool, plan_link_probes, plan_nic_confirm
 
+#: blocks of waves with fresh partners (each block: 2 partners per NIC, or fresh IB flows)
+BLOCKS = 4
+
 
 def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], pool: GoodPool,
                  good_nics: set[str], local: Sequence[str] = (),
-                 met: Mapping[str, frozenset[str]] | None = None, *, seed: int = 0) -> int:
+                 met: Mapping[str, frozenset[str]] | None = None, *, seed: int = 0,
+                 blocks: int = BLOCKS) -> int:
     """Samples of every candidate, in waves 1.. of this round (after the round's own tests,
     so they never take a NIC or link the confirmations need, and the NICs the round's tests
     use are free again): per NIC a client test against one proven-good partner and a server
     test from another, per IB link fresh known-good flows across it and no other suspect
-    link; each repeated in every wave, ``policy.recheck_samples`` samples a part in all.
+    link; ``policy.recheck_samples`` samples a part in all, over ``blocks`` blocks of waves
+    with partners new to the part in each block where there are any.
     Returns the number of samples planned."""
     met = met or {}
-    sub = RoundBuilder(b.round_no, b.view, b.spec, b.policy)  # the waves' own resources
     # partners are proven good and not candidates themselves: a failure then points at the
     # part, and a small leaf's few NICs are left to the candidates' own samples
     good_nics = good_nics - set(nics)
+    want = b.policy.recheck_samples
+    waves = max(1, -(-want // 2))  # two samples a wave at most
+    # RoCE: fresh partners soon sit on other leaves, and a failing cross-leaf sample beside a
+    # round's other failures at its leaf is possible ECMP contention that hides a slow link's
+    # evidence (inference.attribute): one block, partners as a confirmation picks them
+    blocks = max(1, min(blocks if b.view.fabric == "infiniband" else 1, waves))
+    per_block = -(-waves // blocks)
+    parts = [*nics, *(str(Link.of(*lk)) for lk in links)]
+    need = dict.fromkeys(parts, want)
+    used: dict[str, set[str]] = {nic: set() for nic in nics}
+    made, wave = 0, 1
+    # a part that found no partner in a block (the block's resources went to others) gets
+    # its samples in the next: up to twice the blocks, so the round's waves at most double
+    for k in range(2 * blocks):
+        # the parts furthest from their samples choose partners first
+        todo_nics = sorted((x for x in nics if need[x] > 0), key=lambda x: -need[x])
+        todo_links = [lk for lk in links if need[str(Link.of(*lk))] > 0]
+        if not todo_nics and not todo_links:
+            break
+        groups = [(p, t) for p, t in _block(b, todo_nics, todo_links, pool, good_nics, local,
+                                            met, used, seed + 7919 * k) if t]
+        if not groups:
+            break
+        for _ in range(per_block):
+            for part, tests in groups:
+                for t in tests[:max(0, need[part])]:
+                    b.tests.append(_sample(t, b._id(), part, wave, b.policy.recheck_duration_s))
+                    need[part] -= 1
+                    made += 1
+            wave += 1
+    return made
+
+
+def plan_topup(b: RoundBuilder, nics: Sequence[str], counts: Mapping[str, int],
+               want: int) -> int:
+    """Short samples for NICs with fewer than ``want`` finished tests, in waves after the
+    round's other waves: per leaf and rail, the NICs in scope (``nics``) form a ring, shifted
+    every wave, so each NIC sends to one neighbour and receives from another (two samples a
+    wave, crossing no switch link). The samples are ordinary tests (no ``recheck_of``): the
+    screen of :mod:`fabriccheck.inference.flaky` counts them, and a lonely failure among them
+    makes its NIC a recheck candidate. Returns the number of samples planned."""
+    need = {x: want - counts.get(x, 0) for x in nics if counts.get(x, 0) < want}
+    if not need:
+        return 0
+    topo = b.view.topology
+    rings: dict[tuple[str, int], list[str]] = {}
+    for x in sorted(nics):
+        rings.setdefault((topo.attachment.get(x, ""), topo.nics[x].rail), []).append(x)
+    first = max((t.params.wave or 0 for t in b.tests), default=0) + 1
+    made = 0
+    for w in range(-(-max(need.values()) // 2)):
+        sub = RoundBuilder(b.round_no, b.view, b.spec, b.policy)
+        for (_, rail), ring in sorted(rings.items()):
+            if len(ring) < 2:
+                continue  # alone on its leaf and rail: partnerless, see planning.partnerless
+            shift = 1 + w % (len(ring) - 1)
+            for i, src in enumerate(ring):
+                dst = ring[(i + shift) % len(ring)]
+                if need.get(src, 0) <= 0 and need.get(dst, 0) <= 0:
+                    continue
+                t = sub.add_flow(nic_node(src), nic_node(dst), rail, "sweep")
+                if t is None:
+                    continue
+                p = {**dict(t.params), "duration_s": b.policy.recheck_duration_s,
+                     "wave": first + w}
+                b.tests.append(replace(t, test_id=b._id(), params=p))
+                made += 1
+                for x in (src, dst):
+                    need[x] = need.get(x, 0) - 1
+    return made
+
+
+def _block(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], pool: GoodPool,
+           good_nics: set[str], local: Sequence[str], met: Mapping[str, frozenset[str]],
+           used: dict[str, set[str]], seed: int) -> list[tuple[str, list[Test]]]:
+    """One block's tests per part, planned on their own resources (a block's waves run
+    apart from the round's tests and from other blocks). ``used``: each NIC's partners of
+    earlier blocks, avoided while others exist."""
+    sub = RoundBuilder(b.round_no, b.view, b.spec, b.policy)
     groups: list[tuple[str, list[Test]]] = []
     for nic in nics:
         start = len(sub.tests)
-        plan_nic_confirm(nic, sub, pool, good_nics, local,
-                         met=met.get(nic_node(nic), frozenset()))
+        seen = met.get(nic_node(nic), frozenset())
+        fresh = set(used[nic])
+        plan_nic_confirm(nic, sub, pool, good_nics, local, met=seen, used=fresh)
+        if len(sub.tests) == start and used[nic]:  # no new partner left: old ones again
+            plan_nic_confirm(nic, sub, pool, good_nics, local, met=seen)
         if len(sub.tests) - start == 1:  # one partner only: it also runs the other way
             t = sub.tests[start]
             rail = b.view.topology.nics[nic].rail
             sub.add_flow(t.nodes[1], t.nodes[0], rail, "confirm")
+        used[nic].update(n for t in sub.tests[start:] for n in t.nodes)
         groups.append((nic, sub.tests[start:]))
     for link in links:
         start = len(sub.tests)
         plan_link_probes((), (link,), sub, good_nics, seed=seed, retest=False)
         groups.append((str(Link.of(*link)), sub.tests[start:]))
-    # two samples a wave at most (a NIC sends once and receives once at a time)
-    waves = max(1, -(-b.policy.recheck_samples // 2))
-    made = 0
-    for w in range(1, waves + 1):
-        for part, tests in groups:
-            for t in tests:
-                b.tests.append(_sample(t, b._id(), part, w, b.policy.recheck_duration_s))
-                made += 1
-    return made
+    return groups
 
 
 def _sample(t: Test, test_id: str, part: str, wave: int, duration_s: float) -> Test:
