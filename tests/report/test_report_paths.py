@@ -46,21 +46,35 @@ def ib():
     return topo, result, parse(html), html
 
 
+def first_run(fabric: str, wanted, seeds=range(1, 25)):
+    """The first seed whose degraded-link run has what a test draws (whether a RoCE run has
+    unpinned failing flows or contention depends on the seed, and on every planner change)."""
+    for seed in seeds:
+        topo, result = degraded_run(fabric, seed)
+        if wanted(topo, result):
+            html = render_html(result, topo)
+            return topo, result, parse(html), html
+    raise AssertionError(f"no seed of {seeds} gives the run this test draws")
+
+
+def _candidates(topo, result) -> bool:
+    paths = failing_paths(result, topo)
+    known = [k for k, ld in paths.links.items() if ld.known]
+    return (any(tp.maybe and tp.ways > 1 for tp in paths.tests)
+            and 0 < len(known) < len(paths.links) - 2)
+
+
 @pytest.fixture(scope="module")
 def roce():
     """A RoCE sweep with failing unpinned (cross-pod collective) flows: ECMP candidates."""
-    topo, result = degraded_run("roce", 3)
-    html = render_html(result, topo)
-    return topo, result, parse(html), html
+    return first_run("roce", _candidates)
 
 
 @pytest.fixture(scope="module")
 def roce_contended():
-    """A RoCE sweep with failures possible ECMP contention explains (since collectives are
-    carved collision-free, contention is rare: seeds 5 and 8 of 1-8 have some)."""
-    topo, result = degraded_run("roce", 5)
-    html = render_html(result, topo)
-    return topo, result, parse(html), html
+    """A RoCE sweep with failures possible ECMP contention explains (collectives are carved
+    collision-free and pinned flows spread, so contention is rare: some seeds have it)."""
+    return first_run("roce", lambda topo, result: bool(contention_ids(result)))
 
 
 def topo_svg(dom):
