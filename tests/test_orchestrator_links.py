@@ -121,20 +121,21 @@ def test_fat_tree_sweep_covers_95_percent_per_tier_and_says_so(name):
     assert lcov["total"] == cov["total"] and cov["exercised"] <= lcov["exercised"] <= lcov["total"]
 
 
-def test_roce_demo_link_is_put_in_a_described_candidate_set():
+def test_roce_demo_link_is_named_or_in_a_described_candidate_set():
     topo = load_topology("roce-rail-64")
+    bad = link_key("leaf-1-2", "spine-3")
     faults = {"noise": {"jitter": 0.03, "glitch_rate": 0.01},
-              "faults": [{"kind": "link_degraded", "link": ["leaf-1-2", "spine-3"],
-                          "factor": 0.5}]}
-    hits = 0
+              "faults": [{"kind": "link_degraded", "link": list(bad), "factor": 0.5}]}
+    named = in_set = 0
     for seed in range(6):
         res, _ = sweep(topo, faults, seed)
-        assert res.drain == [] and res.bad_links == []
+        assert res.drain == [] and set(res.bad_links) <= {bad}  # never a wrong link
         for s in res.link_suspects:
             assert s["size"] == len(s["candidates"]) and s["summary"].startswith("one of")
-        hits += any(("leaf-1-2", "spine-3") in {link_key(*c) for c in s["candidates"]}
-                    for s in res.link_suspects)
-    assert hits >= 3  # ECMP paths are a hash: sampled, not guaranteed (bench: the hit rate)
+        named += res.bad_links == [bad]
+        in_set += any(bad in {link_key(*c) for c in s["candidates"]} for s in res.link_suspects)
+    # pinned flows with traced paths name it (bench_roce_links: 10/10); a set is the fallback
+    assert named + in_set >= 5 and named >= 3, (named, in_set)
 
 
 def _one_link(topo, link, kind: str, seed: int):

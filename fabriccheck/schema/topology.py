@@ -116,5 +116,6 @@ class TopologyFile(StrictModel):
     links: list[LinkModel] | None = None
     routes: str | list[str] | None = Field(
         None, description="InfiniBand forwarding tables (dump_lfts.sh / ibroute / ibdiagnet "
-        ".fdbs output), relative to this file; without it routes follow the D-mod-K model")
+        ".fdbs output) or ibtracert traces, relative to this file; without it routes follow "
+        "the D-mod-K model")
     lab: LabOptions | None = Field(None, description="how the namespace lab builds it")
