@@ -7,20 +7,15 @@ import pytest
 
 from fabriccheck.executors.sim import SimExecutor
 from fabriccheck.learn_paths import PathLearner, directed_hops
-from fabriccheck.models import Flow, Test, link_key
+from fabriccheck.models import link_key
 from fabriccheck.topology import generate, load_topology
 from fabriccheck.topology.view import FabricView
+from tests.test_learn_paths import pair
 
 
 @pytest.fixture(scope="module")
 def roce():
     return load_topology("roce-rail-64")
-
-
-def pair(tid: str, a: int, b: int, sport: int, rail: int = 0, **params) -> Test:
-    src, dst = f"node-{a:03d}", f"node-{b:03d}"
-    return Test(tid, "ib_write_bw", (src, dst), (Flow(f"{src}/mlx5_{rail}", f"{dst}/mlx5_{rail}"),),
-                params={"sport": sport, "dport": 4791, **params})
 
 
 def leaf_links(topo, *leaves):

@@ -124,7 +124,7 @@ class CrossBudget:
         unpinned ones (collective rings, whose paths nobody knows) off its leaf ends."""
         att = self.view.topology.attachment
         if att.get(src) != att.get(dst):
-            self.per_leaf[(att[src], "out")] = self.per_leaf[(att[dst], "in")] = 1 << 30
+            self.per_leaf[(att[src], "out")] = self.per_leaf[(att[dst], "in")] = FULL
 
 
 def plan_pairs(
