@@ -146,7 +146,10 @@ def link_score(res, sc: Scenario, fs: FaultSet) -> tuple[int, int, int]:
         return 0, 0, 0
     mine = {link_key(n, sc.topology.attachment[n]) for n in sc.flaky_nics}
     truth = {link_key(*k) for k in fs.bad_links()} - mine
-    exact = truth & {link_key(*k) for k in res.bad_links}
+    # an intermittent link is named when it is flaky (a verdict of its own, DESIGN.md)
+    named = {link_key(*k) for k in res.bad_links} | {
+        link_key(*k.split(" -- ")) for k in flaky(res) if " -- " in k}
+    exact = truth & named
     small = [{link_key(*c) for c in s.get("candidates", [])} for s in res.link_suspects]
     in_set = {k for k in truth - exact if any(k in s and len(s) <= 2 for s in small)}
     return len(exact), len(in_set), len(truth)

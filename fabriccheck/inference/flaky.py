@@ -45,6 +45,7 @@ from fabriccheck.models import (
     FAIL,
     PASS,
     Link,
+    LinkKey,
     Observation,
     State,
     Verdict,
@@ -171,11 +172,13 @@ def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
             out[name] = Verdict(part[0], name, State.FLAKY, why,
                                 tuple(o.test.test_id for o in fails),
                                 part[1] if part[0] == "link" else None)  # type: ignore[arg-type]
+    demoted = _screen_links_apart(out, tally, lonely, alpha / max(1, len(tally)), rate, view)
     flaky = _keep_most_specific(out)
     nics = {str(p[1]): len(ids) for p, ids in sorted(every.items(), key=lambda kv: str(kv[0]))
             if p[0] == "nic" and str(p[1]) not in flaky}
-    links = sorted(p[1] for p, ids in every.items()  # type: ignore[misc]
-                   if p[0] == "link" and len(ids) >= 2 and str(p[1]) not in flaky)
+    links = sorted({p[1] for p, ids in every.items()  # type: ignore[misc]
+                    if p[0] == "link" and len(ids) >= 2 and str(p[1]) not in flaky}
+                   | demoted)
     out_f = Flakiness(flaky, nics, links)
     out_f.rate = rate
     # how likely noise makes each candidate's lonely failures (for one left unrechecked)
@@ -187,6 +190,31 @@ def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
     return out_f
 
 
+def _screen_links_apart(out: dict[str, Verdict],
+                        tally: dict[tuple[str, object], list[Observation]],
+                        lonely: dict[tuple[str, object], set[str]], bound: float,
+                        rate: float, view: FabricView) -> set[Link]:
+    """Links flaky at once only on failures that crossed no other link flaky at once: a
+    pair test across a healthy link and the flapping one fails as often as one across the
+    flapping link alone. The links that fall short leave ``out`` and are returned: they are
+    recheck candidates (whose probes avoid the other suspects), not verdicts."""
+    found = {v.link for v in out.values() if v.kind == "link" and v.link is not None}
+    if len(found) < 2:
+        return set()
+    demoted: set[Link] = set()
+    for lk in sorted(found):
+        others = found - {lk}
+        obs = [o for o in tally[("link", lk)]
+               if not any(p[0] == "link" and p[1] in others for p in _parts(o, view))]
+        ids = {o.test.test_id for o in obs} & lonely.get(("link", lk), set())
+        partners = {n for o in obs if o.test.test_id in ids for n in o.test.nodes}
+        if (len(ids) < 2 or len(partners) < 2 or len(ids) == len(obs)
+                or binomial_tail(len(ids), len(obs), rate) >= bound):
+            demoted.add(lk)
+            out.pop(str(lk), None)
+    return demoted
+
+
 def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float, beta: float,
              q_min: float, noise_floor: float = 0.02, view: FabricView | None = None) -> None:
     """Stage 2: decide every rechecked part on its fresh samples only (module doc). The
@@ -195,36 +223,109 @@ def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
     (:func:`worst_partner_aside`) when they failed beyond noise: an intermittent partner, or a
     flapping link on the way to it, must not make the part look intermittent (that partner's
     NIC is rechecked next). A part is flaky only on failures with two partners at least.
-    Links are decided first: a NIC's samples whose route surely crosses a flaky link say
-    nothing about the NIC and are not counted."""
+
+    Links are decided first, and weighed against each other (InfiniBand routes): a link is
+    flaky only on samples that cross no other link found flaky (a probe across a healthy link
+    that also crossed the flapping one fails as often, :func:`_explain_away_links`); a NIC's
+    samples whose route crosses a flaky link say nothing about the NIC."""
     latest = {part: max(o.test.round for o in obs) for part, obs in samples.items()}
     in_round: dict[int, int] = defaultdict(int)  # Bonferroni: parts rechecked in each round
     for r in latest.values():
         in_round[r] += 1
-    rate = max(noise_floor, fl.rate)
-    suspects: dict[str, int] = {}  # partners whose samples failed beyond noise
-    for part, obs in sorted(samples.items(), key=lambda kv: (" -- " not in kv[0], kv[0])):
+    j = _Judge(fl, alpha, beta, q_min, max(noise_floor, fl.rate))
+    fresh = {part: [o for o in obs if o.test.round == latest[part]]
+             for part, obs in samples.items()}
+    links = sorted(p for p in samples if " -- " in p)
+    for part in links:
+        fl.recheck_links = [lk for lk in fl.recheck_links if lk != _key(part)]
+        j.decide(part, fresh[part], in_round[latest[part]], samples[part])
+    if view is not None:
+        _explain_away_links(j, links, fresh, samples, latest, in_round, view)
+    for part in sorted(p for p in samples if " -- " not in p):
         fl.recheck_nics.pop(part, None)
+        obs = fresh[part] if view is None else _not_on_flaky_links(fresh[part], fl, view)
+        j.decide(part, obs, in_round[latest[part]], samples[part])
+    # the partner that failed a part's samples beyond noise is the next one to recheck
+    for nic, k in sorted(j.suspects.items()):
+        if nic not in samples and nic not in fl.flaky:
+            fl.recheck_nics[nic] = fl.recheck_nics.get(nic, 0) + k
+
+
+def _key(part: str) -> Link:
+    return link_key(*part.split(" -- ", 1))
+
+
+def _explain_away_links(j: _Judge, links: Sequence[str], fresh: dict[str, list[Observation]],
+                        samples: dict[str, list[Observation]], latest: dict[str, int],
+                        in_round: dict[int, int], view: FabricView) -> None:
+    """Weigh the flaky links against each other. First each link found flaky is re-decided
+    on its independent samples, those crossing no other link found flaky (this recheck's or
+    the screen's): one that is still flaky is accepted, one that has none is undecided (two
+    links every probe crosses together cannot be told apart: both stay suspects). Then every
+    other rechecked link is re-decided on its samples that avoid the accepted links (a probe
+    across a healthy link that also crossed the flapping one failed as often)."""
+    fl = j.fl
+    mine = {_key(p) for p in links}
+    accepted = {v.link for v in fl.flaky.values()
+                if v.kind == "link" and v.link is not None and v.link not in mine}
+    found = [p for p in links if p in fl.flaky]
+    if not accepted and len(found) < 2:
+        return
+    flaky = accepted | {_key(p) for p in found}
+
+    def redo(part: str, avoid: set[LinkKey]) -> None:
+        key = _key(part)
+        obs = [o for o in fresh[part]
+               if not any(view.flow_links(f)[0] & (avoid - {key}) for f in o.test.flows)]
+        if len(obs) == len(fresh[part]):
+            return
+        for d in (fl.flaky, fl.undecided, fl.cleared):
+            d.pop(part, None)
+        fl.recheck_links = [lk for lk in fl.recheck_links if lk != key]
+        if obs:
+            j.decide(part, obs, in_round[latest[part]], samples[part])
+        else:
+            fl.undecided[part] = Verdict(
+                "link", part, State.SUSPECT,
+                "every recheck sample across it also crossed another link that failed them: "
+                "the two cannot be told apart by these probes", (), key)
+
+    for part in found:
+        redo(part, flaky)
+    accepted |= {_key(p) for p in found if p in fl.flaky}
+    for part in links:
+        if _key(part) not in accepted:
+            redo(part, accepted)
+
+
+class _Judge:
+    """One part's decision on its samples: flaky, cleared or undecided (module doc)."""
+
+    def __init__(self, fl: Flakiness, alpha: float, beta: float, q_min: float,
+                 rate: float) -> None:
+        self.fl, self.alpha, self.beta, self.q_min, self.rate = fl, alpha, beta, q_min, rate
+        self.suspects: dict[str, int] = {}  # partners whose samples failed beyond noise
+
+    def decide(self, part: str, obs: list[Observation], m: int,
+               every: Sequence[Observation]) -> None:
+        fl, alpha, beta, rate = self.fl, self.alpha, self.beta, self.rate
         is_link = " -- " in part
-        key = link_key(*part.split(" -- ", 1)) if is_link else None
-        if is_link:
-            fl.recheck_links = [lk for lk in fl.recheck_links if lk != key]
+        key = _key(part) if is_link else None
         # a part undecided on its first samples got fresh ones: those alone decide
-        again = len({o.test.round for o in obs}) > 1
-        obs = [o for o in obs if o.test.round == latest[part]]
-        m = in_round[latest[part]]
-        if not is_link and view is not None:
-            obs = _not_on_flaky_links(obs, fl, view)
+        again = len({o.test.round for o in every}) > 1
         if part in fl.flaky or not obs:
-            continue
+            return
         kept, aside, partners = worst_partner_aside(part, obs)
         f_aside = sum(o.status == FAIL for o in aside)
         f_kept = sum(o.status == FAIL for o in kept)
         if (f_aside >= 2 and binomial_tail(f_aside, len(aside), rate) < alpha / m
-                and binomial_tail(f_kept, len(kept), rate) >= alpha):
-            # the failures sit with one partner, the others' samples look like noise
+                and binomial_tail(f_kept, len(kept), rate) >= alpha
+                and binomial_cdf(f_kept, len(kept), f_aside / len(aside)) < alpha):
+            # the failures sit with one partner, the others' samples look like noise and
+            # are too many to share that partner's failure rate (a few clean samples
+            # beside a partner failing 1 in 3 are no evidence that the partner is at fault)
             for nic in {x for o in aside for x in o.test.nics} - {part}:
-                suspects[nic] = suspects.get(nic, 0) + f_aside
+                self.suspects[nic] = self.suspects.get(nic, 0) + f_aside
         else:  # nothing to set aside: the failures are the part's, or noise
             kept, aside = list(obs), []
         fails = [o for o in kept if o.status == FAIL]
@@ -245,7 +346,7 @@ def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
             why = (f"{counts}; noise at a glitch rate of {100 * rate:.1f}% explains "
                    f"that with p={p:.1g} (Bonferroni over {m} parts rechecked)")
             fl.flaky[part] = Verdict(kind, part, State.FLAKY, why, ids, key)
-        elif binomial_cdf(f, n, q_min) < beta:
+        elif binomial_cdf(f, n, self.q_min) < beta:
             fl.cleared[part] = f"{total_f} of {len(obs)}"
         elif f >= 2 and p < alpha / m:
             why = (f"{counts}, all with one partner: that partner (or the path to it) "
@@ -260,10 +361,6 @@ def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
                 fl.recheck_links.append(key)  # type: ignore[arg-type]
             elif not again:
                 fl.recheck_nics[part] = f
-    # the partner that failed a part's samples beyond noise is the next one to recheck
-    for nic, k in sorted(suspects.items()):
-        if nic not in samples and nic not in fl.flaky:
-            fl.recheck_nics[nic] = fl.recheck_nics.get(nic, 0) + k
 
 
 def _not_on_flaky_links(obs: Sequence[Observation], fl: Flakiness, view: FabricView

@@ -63,7 +63,7 @@ class GoodPool:
     def take_nic_partner(self, nic: str, rail: int, b: RoundBuilder, good_nics: set[str],
                          exclude: set[str], way: str | None = None,
                          local: Sequence[str] = (), met: set[str] | frozenset[str] = frozenset(),
-                         same_leaf: bool = False) -> str | None:
+                         same_leaf: bool = False, proven: bool = False) -> str | None:
         """A partner for a confirmation on ``nic``'s rail, whose NIC is free this round.
 
         Ranked: a known-good node on ``nic``'s leaf the suspect has not met yet (the test then
@@ -75,6 +75,7 @@ class GoodPool:
         it has not met on another leaf comes before one it met
         (the same pair again is no new evidence: choice never loops on a small leaf).
         ``same_leaf`` keeps to the suspect's leaf (the round's links across leaves are taken).
+        ``proven`` takes only partners whose NIC is in ``good_nics``.
         """
         att = self.view.topology.attachment
         leaf = att.get(nic)
@@ -95,10 +96,11 @@ class GoodPool:
                     return node
                 offer(2, node)
             else:
-                offer(5, node)
+                offer(5 + self._route_cost(nic, other, way, b), node)
         for node in sorted(local):
             other = self.view.rails_of[node].get(rail)
-            if node in exclude or other is None or not b.nic_free(other, way):
+            if (node in exclude or other is None or not b.nic_free(other, way)
+                    or (proven and other not in good_nics)):
                 continue
             if att.get(other) == leaf:
                 offer((1 if other in good_nics else 3) if node not in met else 4, node)
@@ -107,6 +109,16 @@ class GoodPool:
             elif other in good_nics and not same_leaf:  # met on another rail: this NIC pair
                 offer(5.5, node)  # is new and its NIC proven good (a small job's last resort)
         return best[1] if best else None
+
+    def _route_cost(self, nic: str, other: str, way: str | None, b: RoundBuilder) -> float:
+        """InfiniBand: a cross-leaf partner whose route is shorter ranks first (fewer links
+        to take, fewer to blame); one whose route crosses a link the round has already given
+        to another flow ranks last (``add_flow`` would refuse it). 0 on RoCE (ECMP)."""
+        if self.view.fabric != "infiniband":
+            return 0.0
+        hops = (self.view.directed_hops(other, nic) if way == "tx"
+                else self.view.directed_hops(nic, other))
+        return (0.5 if hops & b.budget.used else 0.0) + 0.01 * len(hops)
 
     def give_back(self, nodes: Sequence[str]) -> None:
         self.free = [*nodes, *self.free]
@@ -133,14 +145,16 @@ class GoodPool:
 def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
                      local: Sequence[str] = (), met: frozenset[str] = frozenset(),
                      directions: Sequence[str] = ("client", "server"),
-                     used: set[str] | None = None) -> int:
+                     used: set[str] | None = None, proven: bool = False) -> int:
     """Client and server tests of a suspect NIC against known-good same-leaf partners.
 
     ``directions`` lets the caller give every suspect its client test before any gets its
     server test, so a leaf's few known-good partners are shared out (links are full duplex).
     ``used`` (shared by the caller across such calls) holds the partners the suspect already
     has this round: its two confirmations are never with the same partner (independent
-    evidence).
+    evidence). ``proven``: partners' NICs must be in ``good_nics`` (never an un-cleared
+    node of ``local``: the intermittence recheck, where two candidates of a two-node leaf
+    would otherwise sample each other).
     """
     node = nic_node(nic)
     rail = b.view.topology.nics[nic].rail
@@ -148,7 +162,8 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
     used = used if used is not None else set()
     used.add(node)
     for direction in directions:
-        made += _confirm_against_one(nic, rail, direction, b, pool, good_nics, used, local, met)
+        made += _confirm_against_one(nic, rail, direction, b, pool, good_nics, used, local, met,
+                                     proven)
     return made
 
 
@@ -158,7 +173,7 @@ _PARTNER_TRIES = 6
 
 def _confirm_against_one(nic: str, rail: int, direction: str, b: RoundBuilder, pool: GoodPool,
                          good_nics: set[str], taken: set[str], local: Sequence[str],
-                         met: frozenset[str]) -> int:
+                         met: frozenset[str], proven: bool = False) -> int:
     """One confirmation test of ``nic`` (``direction``: it is the client or the server)
     against a known-good partner not in ``taken``; a partner across leaves may find its links
     taken this round, so up to :data:`_PARTNER_TRIES` are tried (the suspect's own leaf after
@@ -168,7 +183,7 @@ def _confirm_against_one(nic: str, rail: int, direction: str, b: RoundBuilder, p
     tried: set[str] = set()
     for _ in range(_PARTNER_TRIES):
         partner = pool.take_nic_partner(nic, rail, b, good_nics, taken | tried, way,
-                                        local, met, same_leaf=len(tried) >= 3)
+                                        local, met, same_leaf=len(tried) >= 3, proven=proven)
         if partner is None:
             return 0
         client, server = (node, partner) if direction == "client" else (partner, node)

@@ -146,7 +146,9 @@ def _recheck_lonely(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
     nics = [x for x in fl.recheck_nics if nic_node(x) in inf.completed]
     if nics or fl.recheck_links:
         _count(tries, "recheck")
-        plan_recheck(b, nics, fl.recheck_links, pool, inf.good_nics, ctx.active(inf),
+        # a flaky or undecided NIC passed some tests, but is no partner to judge others by
+        good = inf.good_nics - set(fl.flaky) - set(fl.undecided)
+        plan_recheck(b, nics, fl.recheck_links, pool, good, ctx.active(inf),
                      history.partners, seed=ctx.policy.seed)
     # InfiniBand only for now: on RoCE the top-up round loses a slow link's localization
     # evidence (docs/examples/roce-link-fault.yaml), a cause not yet found

@@ -124,20 +124,42 @@ def _block(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], pool: Go
     apart from the round's tests and from other blocks). ``used``: each NIC's partners of
     earlier blocks, avoided while others exist."""
     sub = RoundBuilder(b.round_no, b.view, b.spec, b.policy)
+    mine: dict[str, list[Test]] = {nic: [] for nic in nics}
+
+    def plan(nic: str, **kw: object) -> None:
+        start = len(sub.tests)
+        plan_nic_confirm(nic, sub, pool, good_nics, local,
+                         met=met.get(nic_node(nic), frozenset()), **kw)  # type: ignore[arg-type]
+        mine[nic].extend(sub.tests[start:])
+
+    # first every part's proven-good partners (across leaves when its leaf has none: a
+    # two-node leaf's other NIC may be a candidate too, and two candidates sampling each
+    # other split nothing), one direction for every part before the other (a small leaf
+    # may have one uplink: its candidates share it), new partners first, then old ones
+    # (the server pass runs in reverse order: the part last to find room as a client is
+    # first as a server)
+    for direction, order in (("client", nics), ("server", nics[::-1])):
+        for nic in order:
+            now = {n for t in mine[nic] for n in t.nodes}
+            before = len(mine[nic])
+            plan(nic, used=set(used[nic]) | now, proven=True, directions=(direction,))
+            if len(mine[nic]) == before and used[nic]:
+                plan(nic, used=now, proven=True, directions=(direction,))
+    # ... then, for parts whose block found no room across leaves, a local partner that
+    # passed elsewhere (``inference.flaky`` sets a failing partner's samples aside)
+    for nic in nics:
+        if not mine[nic]:
+            plan(nic)
     groups: list[tuple[str, list[Test]]] = []
     for nic in nics:
-        start = len(sub.tests)
-        seen = met.get(nic_node(nic), frozenset())
-        fresh = set(used[nic])
-        plan_nic_confirm(nic, sub, pool, good_nics, local, met=seen, used=fresh)
-        if len(sub.tests) == start and used[nic]:  # no new partner left: old ones again
-            plan_nic_confirm(nic, sub, pool, good_nics, local, met=seen)
-        if len(sub.tests) - start == 1:  # one partner only: it also runs the other way
-            t = sub.tests[start]
-            rail = b.view.topology.nics[nic].rail
-            sub.add_flow(t.nodes[1], t.nodes[0], rail, "confirm")
-        used[nic].update(n for t in sub.tests[start:] for n in t.nodes)
-        groups.append((nic, sub.tests[start:]))
+        tests = mine[nic]
+        if len(tests) == 1:  # one partner only: it also runs the other way
+            t = tests[0]
+            back = sub.add_flow(t.nodes[1], t.nodes[0], b.view.topology.nics[nic].rail,
+                                "confirm")
+            tests = tests + [back] if back is not None else tests
+        used[nic].update(n for t in tests for n in t.nodes)
+        groups.append((nic, tests))
     for link in links:
         start = len(sub.tests)
         plan_link_probes((), (link,), sub, good_nics, seed=seed, retest=False)

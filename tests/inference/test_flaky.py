@@ -11,7 +11,7 @@ import pytest
 from fabriccheck.executors.sim import SimExecutor
 from fabriccheck.faults import FaultSet
 from fabriccheck.inference.flaky import binomial_cdf, binomial_tail, find_flaky
-from fabriccheck.models import FAIL, PASS, Flow, Observation, Test
+from fabriccheck.models import FAIL, PASS, Flow, Observation, Test, link_key
 from fabriccheck.orchestrator import run
 from fabriccheck.planning.followup_round import RECHECK_ROUNDS
 from fabriccheck.policy import SweepPolicy
@@ -251,3 +251,68 @@ def test_every_nic_finishes_enough_tests_to_show_an_intermittent_part():
     want = SweepPolicy().screen_tests
     short = {x: k for x, k in counts.items() if k < want and x.split("/")[0] not in res.drain}
     assert not short, short
+
+
+# ---- competing hypotheses (a partner's rate, a switch link, another link) ---------------------
+def _judge(obs, view):
+    good = {x for o in obs if o.status == PASS for x in o.test.nics}
+    return find_flaky(obs, view, {n.split("/")[0] for n in good}, good, set(), set())
+
+
+def _renumber(obs: list[Observation], tag: str) -> list[Observation]:
+    return [replace(o, test=replace(o.test, test_id=f"{o.test.test_id}-{tag}")) for o in obs]
+
+
+def _nic(view, node: int, rail: int = 0) -> str:
+    return view.rails_of[f"node-{node:03d}"][rail]
+
+
+def test_partners_failing_at_one_rate_are_both_evidence():
+    """A part failing 7 of 20 with one partner and 2 of 12 with another fails at one rate
+    with both: the first partner's samples are not set aside (12 clean-looking samples are
+    too few to say the part is fine), so the part is flaky on failures with two partners.
+    Setting them aside had left it undecided."""
+    view = make_view()
+    part, a, b = _nic(view, 1), _nic(view, 2), _nic(view, 3)
+    obs = _sweep(view) + _renumber(_samples(part, a, 7, 20), "a") + _renumber(
+        _samples(part, b, {3, 9}, 12), "b")
+    fl = _judge(obs, view)
+    assert part in fl.flaky
+    assert "failed 9 of 32" in fl.flaky[part].reason
+
+
+def test_a_probe_that_crossed_the_flapping_link_does_not_convict_another():
+    """Link B's probes that also crossed the flapping link A failed; its probes that avoided
+    A passed. A is flaky; B is judged on the probes that avoid A and is not flaky."""
+    view = make_view()
+    src = _nic(view, 1)  # leaf-0-0
+    a_probes = [(src, _nic(view, n)) for n in range(33, 64, 2)
+                if view.flow_links(Flow(src, _nic(view, n)))[0]]
+    link_a = next(iter(view.flow_links(Flow(*a_probes[0]))[0] - {
+        lk for lk in view.flow_links(Flow(*a_probes[0]))[0] if "leaf-0-0" not in lk}))
+    a_flows = [f for f in a_probes if link_a in view.flow_links(Flow(*f))[0]]
+    spine = next(e for e in link_a if e.startswith("spine"))
+    link_b = link_key("leaf-1-0", spine)
+    assert link_b in view.topology.links
+    # B's probes: leaf-1-0 -> leaf-0-0 (cross A too) and leaf-1-0 -> leaf-2/3 (avoid A)
+    b_flows = [(_nic(view, m), _nic(view, n)) for m in range(17, 33) for n in [1, *range(33, 64)]
+               if link_b in view.flow_links(Flow(_nic(view, m), _nic(view, n)))[0]]
+    on_a = [f for f in b_flows if link_a in view.flow_links(Flow(*f))[0]][:12]
+    off_a = [f for f in b_flows if link_a not in view.flow_links(Flow(*f))[0]][:20]
+    assert len(on_a) >= 6 and len(off_a) >= 16
+
+    def probes(part, flows, failing):
+        out = []
+        for i, (s, d) in enumerate(flows):
+            t = Test(f"r3-{part}-{i:05d}", "ib_write_bw", (s.split("/")[0], d.split("/")[0]),
+                     (Flow(s, d),), round=3, purpose="confirm", params={"recheck_of": part})
+            out.append(Observation(t, FAIL if i in failing else PASS,
+                                   100.0 if i in failing else 390.0))
+        return out
+
+    name_a, name_b = (f"{x[0]} -- {x[1]}" for x in (link_a, link_b))
+    a_obs = probes(name_a, (a_flows * 4)[:24], set(range(0, 24, 2)))
+    b_obs = probes(name_b, on_a + off_a, set(range(0, len(on_a), 2)))
+    fl = _judge(_sweep(view) + a_obs + b_obs, view)
+    assert name_a in fl.flaky
+    assert name_b not in fl.flaky
