@@ -19,6 +19,7 @@ from fabriccheck.planning.pairing import pair_key, plan_rail_pairs
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.specs import resolve_spec
 from fabriccheck.topology import load_topology
+from fabriccheck.topology.generators import generate
 from fabriccheck.topology.view import FabricView
 from tests.test_orchestrator import fabric, sweep
 
@@ -194,3 +195,23 @@ def test_lft_routes_drive_the_sweep_and_the_verdict_names_ports(tmp_path):
     named = [v for v in res.verdicts if v.kind == "link" and v.link == link_key(*link)]
     if res.bad_links:
         assert "cable: ib-leaf-1 port 31 -- ib-spine-1 port 1" in named[0].reason
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_a_leaf_with_every_uplink_at_half_speed_is_one_switch_and_no_flaky_nic(seed):
+    """RoCE, 64 nodes, two spines: both uplinks of one leaf at half speed. The leaf is the
+    verdict (all of its links are bad; two links are fewer than the three that make a spine
+    verdict otherwise), and the NICs behind it, which fail their cross-leaf tests and pass
+    the rest, are not called intermittent (a bad link explains those failures)."""
+    topo = generate({"kind": "rail-optimized", "nodes": 64, "rails": 8, "gpus_per_node": 8,
+                     "nodes_per_leaf": 16, "spines": 2}, name="roce64", fabric="roce")
+    view = FabricView(topo)
+    leaf = sorted(topo.switches)[seed % 8]
+    ups = sorted(lk for lk in view.switch_links if leaf in lk)
+    assert len(ups) == 2
+    faults = [{"kind": "link_degraded", "link": list(lk), "factor": 0.5} for lk in ups]
+    res, _ = sweep(topo, {"noise": {"jitter": 0.03, "glitch_rate": 0.01}, "faults": faults}, seed)
+    assert res.extra["bad_switches"] == [leaf]
+    assert {link_key(*lk) for lk in res.bad_links} <= {link_key(*lk) for lk in ups}
+    assert not [v for v in res.verdicts if v.state == "flaky"]
+    assert res.drain == [] and res.exit_code == 1

@@ -188,8 +188,9 @@ def infer(
     inf.links = localize_links(link_obs, ib=view.fabric == "infiniband")
     inf.links = _beyond_noise(inf.links, observations, view, fx.ambiguous | fx.shared,
                               len(inf.glitches))
+    bad_links = {lk for g in inf.links if g.bad for lk in g.candidates}
     inf.flakiness = find_flaky(observations, view, inf.good_nodes, inf.good_nics, good_links,
-                               fx.ambiguous | fx.shared)
+                               fx.ambiguous | fx.shared, bad_links=bad_links)
     bad, inf.intra_suspects = judge_intra(solo, set(inf.bad_nodes) | set(inf.hung)
                                           | set(inf.unreachable))
     inf.bad_nodes.update(bad)

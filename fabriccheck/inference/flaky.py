@@ -114,7 +114,8 @@ class Flakiness:
 def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes: set[str],
                good_nics: set[str], good_links: set[Link], contended: set[str], *,
                alpha: float = 0.01, min_rate: float = 0.005, q_min: float = 1 / 3,
-               beta: float = 0.01) -> Flakiness:
+               beta: float = 0.01, bad_links: set[Link] | frozenset[Link] = frozenset()
+               ) -> Flakiness:
     """Count lonely failures per part and keep the parts noise cannot explain (module doc).
 
     ``contended`` are failing tests that ECMP contention may explain (RoCE): they count for
@@ -122,9 +123,14 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
     scale is bisection's to find, and a group's failure is shared by all its members), but a
     lonely group failure makes each of its NICs (and IB links) a recheck candidate: a NIC that
     fails one test in three shows it in a collective as often as in a pair test.
+
+    ``bad_links`` (links found bad): a test that may have crossed one says nothing about
+    anything else on it (on RoCE any link of the flow's ECMP set; the NICs behind a half-speed
+    leaf fail their cross-leaf tests, and pass the rest, without being intermittent).
     """
     done = [o for o in observations if o.status in (PASS, FAIL)
-            and o.test.test_id not in contended]
+            and o.test.test_id not in contended
+            and not (bad_links and _may_cross(o, bad_links, view))]
     finished = [o for o in done if not o.test.params.recheck_of]
     if not finished:
         return Flakiness()
@@ -136,6 +142,10 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
     if samples:
         _recheck(screen, samples, alpha, beta, q_min, view=view)
     return screen
+
+
+def _may_cross(o: Observation, links: set[Link] | frozenset[Link], view: FabricView) -> bool:
+    return any(view.flow_links(f)[1] & links for f in o.test.flows)
 
 
 def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],

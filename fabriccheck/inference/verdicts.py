@@ -173,19 +173,29 @@ class _Switch:
 
 def _switch_verdicts(bad_links: list[LinkGroup], min_links: int = 3,
                      topology: Topology | None = None) -> list[_Switch]:
-    """A switch whose confirmed bad links are ``min_links`` or more: one switch verdict with
+    """A switch whose confirmed bad links are ``min_links`` or more, or every one of its
+    switch links (two or more: a leaf with two uplinks, both bad): one switch verdict with
     its links as evidence, instead of many link verdicts (a dead spine is one part)."""
     by_switch: dict[str, list[LinkGroup]] = {}
     for g in bad_links:
         for sw in g.candidates[0]:
             by_switch.setdefault(sw, []).append(g)
+    fabric_links: dict[str, int] = {}  # switch -> its switch-to-switch links
+    if topology is not None:
+        for key in topology.links:
+            if all(e in topology.switches for e in key):
+                for e in key:
+                    fabric_links[e] = fabric_links.get(e, 0) + 1
     out = []
     for sw, groups in sorted(by_switch.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         links = tuple(g.candidates[0] for g in groups)
-        if len(groups) < min_links or any(lk in s.evidence_links for s in out for lk in links):
+        every = len(groups) >= 2 and len(groups) == fabric_links.get(sw)
+        if ((len(groups) < min_links and not every)
+                or any(lk in s.evidence_links for s in out for lk in links)):
             continue
         ids = tuple(t for g in groups for t in g.evidence)
-        why = (f"{len(groups)} of its links are bad ({', '.join(link_name(k) for k in links[:4])}"
+        why = (f"{'all ' if every else ''}{len(groups)} of its links are bad "
+               f"({', '.join(link_name(k) for k in links[:4])}"
                f"{' ...' if len(links) > 4 else ''}): the switch explains them together")
         ports = sorted({p for k in links for p in _ports_at(topology, k, sw)})
         if ports:
