@@ -17,7 +17,10 @@ family, one row per topology kind (and mode), then a summary across families. Co
 - **exit**: the exit code DESIGN.md gives, computed from the result's fields: 1 when anything is
   bad, flaky, suspect, unreachable or a fabric warning; else 3 when anything is untested; else 0.
   Shown as counts ``0/1/3``.
-- **right**: runs with every injected device fault found, no false drain and the right exit (1
+- **false flaky**: parts called flaky that no injected fault makes intermittent (a NIC behind
+  a half-speed leaf, a link a probe crossed beside the flapping one), summed over runs.
+- **right**: runs with every injected device fault found, no false drain, nothing falsely
+  called flaky and the right exit (1
   when a fault is in scope, 0 when not). ``fabric_slow``: right is no drains and exit 1 with a
   fabric warning. "right" judges what an operator acts on (drains, exit); where links and
   switches are localized is in the next two columns.
@@ -68,6 +71,7 @@ class Score:
     found: int = 0
     drained: int = 0
     false_drains: int = 0
+    false_flaky: int = 0  # parts called flaky that no injected fault makes intermittent
     silent: bool = False
     silent_healthy: bool = False  # res.healthy true while a fault is in scope / unjudged
     silent_exit0: bool = False  # DESIGN.md exit 0 while a fault is in scope / unjudged
@@ -151,8 +155,20 @@ def link_score(res, sc: Scenario, fs: FaultSet) -> tuple[int, int, int]:
         link_key(*k.split(" -- ")) for k in flaky(res) if " -- " in k}
     exact = truth & named
     small = [{link_key(*c) for c in s.get("candidates", [])} for s in res.link_suspects]
+    # an intermittent link left undecided is a suspect of its own ("a -- b")
+    undecided = [{link_key(*x.split(" -- "))} for x in names(res.suspects) if " -- " in x]
+    small += [set().union(*undecided)] if undecided else []
     in_set = {k for k in truth - exact if any(k in s and len(s) <= 2 for s in small)}
     return len(exact), len(in_set), len(truth)
+
+
+def false_flaky(res, sc: Scenario, fs: FaultSet) -> set[str]:
+    """Parts called flaky that no injected fault explains: not an intermittent NIC (or its
+    node), not an injected link, not a part of a node with a device fault."""
+    links = {f"{a} -- {b}" for a, b in (link_key(*k) for k in fs.bad_links())}
+    faulty = set(fs.drain_nodes()) | {nic_node(n) for n in sc.flaky_nics}
+    return {x for x in flaky(res) if x not in links and x not in sc.flaky_nics
+            and (" -- " in x or nic_node(x) not in faulty)}
 
 
 def score(sc: Scenario, fs: FaultSet, res, cpu_s: float) -> Score:
@@ -163,6 +179,7 @@ def score(sc: Scenario, fs: FaultSet, res, cpu_s: float) -> Score:
     truth = len(drain_t) + len(unreach_t) + len(flaky_t)
     false = drain - drain_t - {nic_node(n) for n in flaky_t}
     code, unlisted = design_exit(res), unlisted_untested_nics(res, sc)
+    false_fl = len(false_flaky(res, sc, fs))
     injected = sc.expect != "healthy"
     unjudged = bool(res.suspects or res.link_suspects or untested(res) or unlisted)
     flagged = injected or unjudged
@@ -170,8 +187,8 @@ def score(sc: Scenario, fs: FaultSet, res, cpu_s: float) -> Score:
     if sc.expect == "fabric_warning":
         right = not drain and code == 1 and bool(res.fabric_warnings)
     else:
-        right = (found == truth and not false and code == (1 if injected else 0)
-                 and not (silent_h or silent_0))
+        right = (found == truth and not false and not false_fl
+                 and code == (1 if injected else 0) and not (silent_h or silent_0))
     switch = None
     if sc.switch is not None:
         switch = sc.switch in names(listed(res, "bad_switches"))
@@ -179,6 +196,7 @@ def score(sc: Scenario, fs: FaultSet, res, cpu_s: float) -> Score:
     reported = res.extra.get("exit_code") if reported is None else reported
     bar = 5 if fs.bad_links() else 3
     return Score(truth=truth, found=found, drained=len(drain), false_drains=len(false),
+                 false_flaky=false_fl,
                  silent=silent_h or silent_0, silent_healthy=silent_h, silent_exit0=silent_0,
                  exit_code=code, right=right, links=link_score(res, sc, fs), switch=switch,
                  unlisted_nics=int(bool(unlisted)), rounds=res.rounds, cpu_s=cpu_s,
@@ -226,7 +244,8 @@ def silent(scores: list[Score]) -> str:
             f"{sum(s.silent_exit0 for s in scores)})")
 
 
-HEAD = ("| rows | runs | recall | false drains | runs w/ false drain | silent (h/e) | right | "
+HEAD = ("| rows | runs | recall | false drains | runs w/ false drain | false flaky | "
+        "silent (h/e) | right | "
         "exit 0/1/3 | links x+s/t | switch | untested NICs | rounds mean/max | over bar | "
         "CPU s | crashed |")
 
@@ -240,7 +259,7 @@ class Tally:
     def row(self, label: str) -> str:
         ok = [s for s in self.scores if not s.error]
         if not ok:
-            return f"| {label} | {len(self.scores)} |" + " - |" * 12 + f" {len(self.scores)} |"
+            return f"| {label} | {len(self.scores)} |" + " - |" * 13 + f" {len(self.scores)} |"
         truth, found = sum(s.truth for s in ok), sum(s.found for s in ok)
         recall = f"{found / truth:.2f} ({found}/{truth})" if truth else "-"
         exits = "/".join(str(sum(s.exit_code == c for s in ok)) for c in (0, 1, 3))
@@ -248,8 +267,8 @@ class Tally:
         sw = [s.switch for s in ok if s.switch is not None]
         rounds = [s.rounds for s in ok]
         return (f"| {label} | {len(ok)} | {recall} | {sum(s.false_drains for s in ok)} | "
-                f"{sum(s.false_drains > 0 for s in ok)} | {silent(ok)} | "
-                f"{sum(s.right for s in ok)}/{len(ok)} | {exits} | "
+                f"{sum(s.false_drains > 0 for s in ok)} | {sum(s.false_flaky for s in ok)} | "
+                f"{silent(ok)} | {sum(s.right for s in ok)}/{len(ok)} | {exits} | "
                 f"{f'{lx}+{ls}/{lt}' if lt else '-'} | "
                 f"{f'{sum(sw)}/{len(sw)}' if sw else '-'} | {sum(s.unlisted_nics for s in ok)} | "
                 f"{sum(rounds) / len(rounds):.1f} / {max(rounds)} | "
@@ -294,9 +313,10 @@ def mismatches(scores: list[Score]) -> str:
 
 def summary(tallies: dict[str, Tally]) -> None:
     print("\n### summary across families\n")
-    print("| family | runs | recall | drain precision | false drains (runs) | silent (h/e) | "
-          "right | rounds mean/max | over bar | exit ≠ reported | CPU s | crashed |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| family | runs | recall | drain precision | false drains (runs) | false flaky | "
+          "silent (h/e) | right | rounds mean/max | over bar | exit ≠ reported | CPU s | "
+          "crashed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     everything = Tally()
     for family, t in [*tallies.items(), ("**all**", everything)]:
         if t is not everything:
@@ -308,7 +328,8 @@ def summary(tallies: dict[str, Tally]) -> None:
         rounds = [s.rounds for s in ok] or [0]
         print(f"| {family} | {len(ok)} | {f'{found / truth:.3f}' if truth else '-'} | "
               f"{f'{(drained - false) / drained:.3f}' if drained else '-'} | "
-              f"{false} ({sum(s.false_drains > 0 for s in ok)}) | {silent(ok)} | "
+              f"{false} ({sum(s.false_drains > 0 for s in ok)}) | "
+              f"{sum(s.false_flaky for s in ok)} | {silent(ok)} | "
               f"{sum(s.right for s in ok)}/{len(ok)} | "
               f"{sum(rounds) / len(rounds):.1f} / {max(rounds)} | {sum(s.over_bar for s in ok)} | "
               f"{mismatches(ok)} | {sum(s.cpu_s for s in t.scores):.1f} | "

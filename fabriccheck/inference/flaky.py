@@ -140,7 +140,7 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
         if o.test.params.recheck_of:
             samples[o.test.params.recheck_of].append(o)
     if samples:
-        _recheck(screen, samples, alpha, beta, q_min, view=view)
+        _recheck(screen, samples, alpha, beta, q_min, view=view, done=done)
     return screen
 
 
@@ -226,7 +226,8 @@ def _screen_links_apart(out: dict[str, Verdict],
 
 
 def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float, beta: float,
-             q_min: float, noise_floor: float = 0.02, view: FabricView | None = None) -> None:
+             q_min: float, noise_floor: float = 0.02, view: FabricView | None = None,
+             done: Sequence[Observation] = ()) -> None:
     """Stage 2: decide every rechecked part on its fresh samples only (module doc). The
     samples are short tests, noisier than the sweep's: their glitch rate is taken as at
     least ``noise_floor``. The samples with the partner that failed most are set aside
@@ -237,7 +238,9 @@ def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
     Links are decided first, and weighed against each other (InfiniBand routes): a link is
     flaky only on samples that cross no other link found flaky (a probe across a healthy link
     that also crossed the flapping one fails as often, :func:`_explain_away_links`); a NIC's
-    samples whose route crosses a flaky link say nothing about the NIC."""
+    samples whose route crosses a flaky link say nothing about the NIC, and a switch link
+    that most of a NIC's failing samples crossed competes with the NIC unless the run's other
+    tests across it clear it (:class:`_LinkRival`)."""
     latest = {part: max(o.test.round for o in obs) for part, obs in samples.items()}
     in_round: dict[int, int] = defaultdict(int)  # Bonferroni: parts rechecked in each round
     for r in latest.values():
@@ -251,10 +254,31 @@ def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
         j.decide(part, fresh[part], in_round[latest[part]], samples[part])
     if view is not None:
         _explain_away_links(j, links, fresh, samples, latest, in_round, view)
-    for part in sorted(p for p in samples if " -- " not in p):
+    nics = sorted(p for p in samples if " -- " not in p)
+    judged: dict[str, list[Observation]] = {}
+    rival = _LinkRival(view, done, q_min, beta) if view is not None else None
+    for part in nics:
         fl.recheck_nics.pop(part, None)
-        obs = fresh[part] if view is None else _not_on_flaky_links(fresh[part], fl, view)
-        j.decide(part, obs, in_round[latest[part]], samples[part])
+        judged[part] = fresh[part] if view is None else _not_on_flaky_links(fresh[part], fl, view)
+        m = in_round[latest[part]]
+        lk = rival.of(part, judged[part], fl) if rival is not None else None
+        if lk is None:
+            j.decide(part, judged[part], m, samples[part])
+            continue
+        # most failures crossed a link nothing else has cleared: judged off that link
+        judged[part] = [o for o in judged[part] if not rival.crosses(o, lk)]
+        j.decide(part, judged[part], m, samples[part])
+        name = str(Link.of(*lk))
+        if name not in samples and name not in fl.flaky and lk not in fl.recheck_links:
+            fl.recheck_links.append(lk)  # the link's own samples decide it
+        if part not in fl.flaky and part not in fl.cleared:
+            fl.recheck_nics.pop(part, None)
+            fl.undecided[part] = Verdict(
+                "nic", part, State.SUSPECT,
+                f"most of its failing recheck samples crossed link {name}, which the run's "
+                f"other tests do not clear: that link explains them as well as this NIC (its "
+                f"own samples decide the link; this NIC's samples off it did not)", (), None)
+    _explain_away_nics(j, nics, judged, samples, latest, in_round)
     # the partner that failed a part's samples beyond noise is the next one to recheck
     for nic, k in sorted(j.suspects.items()):
         if nic not in samples and nic not in fl.flaky:
@@ -263,6 +287,31 @@ def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
 
 def _key(part: str) -> Link:
     return link_key(*part.split(" -- ", 1))
+
+
+def _explain_away_nics(j: _Judge, nics: Sequence[str], judged: dict[str, list[Observation]],
+                       samples: dict[str, list[Observation]], latest: dict[str, int],
+                       in_round: dict[int, int]) -> None:
+    """A NIC found flaky is re-decided on its samples with partners not found flaky
+    themselves: a NIC sampled against an intermittent one fails with it, and that says
+    nothing about the NIC (a new proven-good partner would)."""
+    fl = j.fl
+    found = {p for p in nics if p in fl.flaky}
+    if len(found) < 2:
+        return
+    for part in sorted(found):
+        others = found - {part}
+        obs = [o for o in judged[part] if not set(o.test.nics) & others]
+        if len(obs) == len(judged[part]):
+            continue
+        fl.flaky.pop(part, None)
+        if obs:
+            j.decide(part, obs, in_round[latest[part]], samples[part])
+        else:
+            fl.undecided[part] = Verdict(
+                "nic", part, State.SUSPECT,
+                "every recheck sample was with a partner found flaky itself: they cannot "
+                "tell the two apart", (), None)
 
 
 def _explain_away_links(j: _Judge, links: Sequence[str], fresh: dict[str, list[Observation]],
@@ -306,6 +355,43 @@ def _explain_away_links(j: _Judge, links: Sequence[str], fresh: dict[str, list[O
     for part in links:
         if _key(part) not in accepted:
             redo(part, accepted)
+
+
+class _LinkRival:
+    """The competing link hypothesis for a NIC's failing samples (InfiniBand routes): the
+    switch link most of them crossed (two at least), unless the run's other finished tests
+    across it clear it the way a recheck clears a part (a link failing one test in three
+    would have failed more of them: ``P(X <= f | n, q_min) < beta``) or its own recheck did."""
+
+    def __init__(self, view: FabricView, done: Sequence[Observation], q_min: float,
+                 beta: float) -> None:
+        self.view, self.done, self.q_min, self.beta = view, done, q_min, beta
+        self._index: dict[LinkKey, list[Observation]] | None = None
+
+    def crosses(self, o: Observation, lk: LinkKey) -> bool:
+        return any(lk in self.view.flow_links(f)[0] for f in o.test.flows)
+
+    def of(self, part: str, obs: Sequence[Observation], fl: Flakiness) -> LinkKey | None:
+        tally: dict[LinkKey, int] = defaultdict(int)
+        for o in obs:
+            if o.status == FAIL:
+                for lk in {lk for f in o.test.flows for lk in self.view.flow_links(f)[0]}:
+                    tally[lk] += 1
+        for _, lk in sorted(((-k, lk) for lk, k in tally.items() if k >= 2)):
+            if str(Link.of(*lk)) in fl.cleared or self._cleared(lk, part):
+                continue
+            return lk
+        return None
+
+    def _cleared(self, lk: LinkKey, part: str) -> bool:
+        if self._index is None:
+            self._index = defaultdict(list)
+            for o in self.done:
+                for k in {k for f in o.test.flows for k in self.view.flow_links(f)[0]}:
+                    self._index[k].append(o)
+        others = [o for o in self._index.get(lk, ()) if part not in o.test.nics]
+        f = sum(o.status == FAIL for o in others)
+        return bool(others) and binomial_cdf(f, len(others), self.q_min) < self.beta
 
 
 class _Judge:

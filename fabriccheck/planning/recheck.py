@@ -137,14 +137,17 @@ def _block(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], pool: Go
     # other split nothing), one direction for every part before the other (a small leaf
     # may have one uplink: its candidates share it), new partners first, then old ones
     # (the server pass runs in reverse order: the part last to find room as a client is
-    # first as a server)
+    # first as a server). RoCE: a same-leaf partner, proven or not, before one across
+    # leaves (a failing cross-leaf sample beside other failures at its leaf is possible
+    # ECMP contention and counts for nobody)
+    proven = b.view.fabric == "infiniband"
     for direction, order in (("client", nics), ("server", nics[::-1])):
         for nic in order:
             now = {n for t in mine[nic] for n in t.nodes}
             before = len(mine[nic])
-            plan(nic, used=set(used[nic]) | now, proven=True, directions=(direction,))
+            plan(nic, used=set(used[nic]) | now, proven=proven, directions=(direction,))
             if len(mine[nic]) == before and used[nic]:
-                plan(nic, used=now, proven=True, directions=(direction,))
+                plan(nic, used=now, proven=proven, directions=(direction,))
     # ... then, for parts whose block found no room across leaves, a local partner that
     # passed elsewhere (``inference.flaky`` sets a failing partner's samples aside)
     for nic in nics:

@@ -316,3 +316,20 @@ def test_a_probe_that_crossed_the_flapping_link_does_not_convict_another():
     fl = _judge(_sweep(view) + a_obs + b_obs, view)
     assert name_a in fl.flaky
     assert name_b not in fl.flaky
+
+
+def test_a_nic_failing_only_beside_a_flaky_partner_is_not_flaky():
+    """B's samples failed with A (itself found flaky on proven-good partners) and twice with
+    another partner: A explains the first, two failures with one partner decide nothing. B is
+    judged without A's samples: a suspect, never flaky (it was, on failures with two
+    partners, one of them intermittent)."""
+    view = make_view()
+    a, b = _nic(view, 1), _nic(view, 2)
+    obs = _sweep(view) + _renumber(_samples(a, [_nic(view, n) for n in (4, 5, 6, 7)],
+                                            set(range(0, 32, 3)), 32), "a")
+    obs += _renumber(_samples(b, a, {1, 4, 9, 12, 15}, 16), "b1")
+    obs += _renumber(_samples(b, _nic(view, 3), {2, 11}, 16), "b2")
+    fl = _judge(obs, view)
+    assert a in fl.flaky
+    assert b not in fl.flaky
+    assert b in fl.undecided
