@@ -333,3 +333,46 @@ def test_a_nic_failing_only_beside_a_flaky_partner_is_not_flaky():
     assert a in fl.flaky
     assert b not in fl.flaky
     assert b in fl.undecided
+
+
+def _via_one_uplink(view):
+    """node-001's NIC on leaf-0-0, partners on leaf-1-0 alternately over two spines; its
+    failing samples all cross one uplink (every third sample over that spine fails)."""
+    part = _nic(view, 1)
+    peers = [_nic(view, n) for n in range(17, 33, 2)]
+    via = {p: view.flow_links(Flow(part, p))[0] for p in peers}
+    up = next(lk for lk in via[peers[0]] if "leaf-0-0" in lk)
+    failing = {i for i in range(32) if up in via[peers[i % len(peers)]] and i % 4 == 0}
+    return part, peers, up, failing
+
+
+def test_a_switch_link_nothing_clears_competes_with_the_nic():
+    """Every failing sample crossed one uplink and no other test crossed it: the link explains
+    the failures as well as the NIC. The NIC is judged off that link (a suspect, not flaky)
+    and the link is rechecked."""
+    view = make_view()
+    part, peers, up, failing = _via_one_uplink(view)
+    assert len(failing) >= 3
+    fl = _judge(_sweep(view) + _samples(part, peers, failing, 32), view)
+    assert part not in fl.flaky
+    assert up in fl.recheck_links
+
+
+def test_a_switch_link_other_tests_cleared_does_not_compete():
+    """The same samples, but 24 other tests across that uplink passed (a link failing one test
+    in three would have failed some): the link is cleared, the NIC is judged on all of its
+    samples and is flaky."""
+    view = make_view()
+    part, peers, up, failing = _via_one_uplink(view)
+    others = []
+    for i, n in enumerate(range(2, 14)):
+        for m in range(17, 33):
+            a, b = _nic(view, n), _nic(view, m)
+            if up in view.flow_links(Flow(a, b))[0] and len(others) < 24:
+                t = Test(f"r1-x{i}-{m}", "ib_write_bw", (a.split("/")[0], b.split("/")[0]),
+                         (Flow(a, b),), round=1)
+                others.append(Observation(t, PASS, 390.0))
+    assert len(others) == 24
+    fl = _judge(_sweep(view) + others + _samples(part, peers, failing, 32), view)
+    assert part in fl.flaky
+    assert up not in fl.recheck_links
