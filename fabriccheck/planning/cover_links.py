@@ -3,12 +3,15 @@
 The two carvings are planned by destination so their flows cross nearly every switch link
 (:mod:`.cover`); a few links (about 0.3% on a 3-tier fat-tree) can stay uncrossed. A follow-up
 round aims one ``ib_write_bw`` flow at each: a NIC pair of nodes in play whose route takes the
-link (:class:`~fabriccheck.topology.link_reach.LinkReach`), twice at most per link. A link
+link (:class:`~fabriccheck.topology.link_reach.LinkReach`), twice at most per link, in a wave
+after the round's other tests (``params.wave``: the ladder's collectives hold their nodes'
+NICs, and the link's verdict must not wait for the ladder's end). A link
 still uncrossed at the end is listed as untested (exit 3), never passed over.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fabriccheck.inference.attribute import Inference
@@ -17,6 +20,9 @@ from fabriccheck.models import nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.run_history import RunHistory
 from fabriccheck.topology.link_reach import LinkReach
+
+#: waves of cover flows a round carries at most
+COVER_WAVES = 3
 
 if TYPE_CHECKING:  # the planner imports this module; the type only annotates
     from fabriccheck.planning.planner import RunContext
@@ -36,20 +42,31 @@ def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
     blamed = inf.blamed_nodes
     nics = [nic for n in ctx.active(inf) if n not in blamed
             for nic in view.rails_of[n].values()]
-    busy = {n for n in nics if not b.nic_free(n)}
+    # in waves of their own after the round's tests (the ladder's collectives hold every
+    # NIC of their nodes, and a link left uncrossed must not wait for the ladder's end); a
+    # wave gives each NIC one flow and each link one, so a fabric with many links left
+    # (odd leaf counts) takes up to COVER_WAVES of them
+    first = max((t.params.wave or 0 for t in b.tests), default=0) + 1
     reach = LinkReach(view, nics, seed=ctx.policy.seed + b.round_no)
     added = 0
-    for lk in left:
-        key = f"cover:{lk[0]}|{lk[1]}"
-        if tries.get(key, 0) >= 2:
-            continue
-        got = reach.find(lk, skip=busy)
-        if got is None:
-            continue
-        src, dst = got
-        rail = view.topology.nics[src].rail
-        if b.add_flow(nic_node(src), nic_node(dst), rail, "sweep") is not None:
+    todo = [lk for lk in left if tries.get(f"cover:{lk[0]}|{lk[1]}", 0) < 2]
+    for wave in range(first, first + COVER_WAVES):
+        sub = RoundBuilder(b.round_no, view, b.spec, b.policy)
+        busy: set[str] = set()
+        rest = []
+        for lk in todo:
+            got = reach.find(lk, skip=busy)
+            t = None if got is None else sub.add_flow(
+                nic_node(got[0]), nic_node(got[1]), view.topology.nics[got[0]].rail, "sweep")
+            if t is None:
+                rest.append(lk)
+                continue
+            b.tests.append(replace(t, test_id=b._id(), params={**dict(t.params), "wave": wave}))
+            key = f"cover:{lk[0]}|{lk[1]}"
             tries[key] = tries.get(key, 0) + 1
-            busy.update((src, dst))
+            busy.update(got)  # type: ignore[arg-type]
             added += 1
+        if len(rest) == len(todo):
+            break
+        todo = rest
     return added

@@ -41,7 +41,8 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     """Every follow-up step that finds room this round, strongest evidence first (added to
     ``builder`` when given: a ladder round whose groups take the nodes left over;
     ``confirm_only``: only 1x retests, confirmations of suspect nodes, NICs and hangs,
-    InfiniBand link probes and RoCE flows aimed at small candidate sets, which take few nodes;
+    InfiniBand link probes and RoCE flows aimed at small candidate sets, which take few nodes,
+    and flows over InfiniBand links left uncrossed (in a wave of their own);
     RoCE sampling batches wait for the end of the ladder)."""
     b = builder or ctx.builder(history)
     pool = GoodPool(inf.known_good() - set(bisect.culprits) - bisect.suspects, ctx.view,
@@ -55,6 +56,9 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
         _localize_ib(ctx, inf, b, tries)  # a few probe flows per candidate set
     elif ctx.policy.localize:
         _probe_learned_roce_links(ctx, inf, b, tries)  # RoCE: flows aimed at small sets
+    # IB sweeps: switch links the rail pairs left uncrossed, in a wave of their own (so they
+    # ride the ladder's collective rounds too: a link verdict must not wait for its end)
+    plan_link_cover(ctx, history, inf, b, tries)
     if confirm_only:
         return b.tests
     _retest_shadowed(ctx, history, inf, b, pool, tries)
@@ -64,7 +68,6 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     _bisect_steps(bisect, b, pool)
     _pair_untested(ctx, inf, b, pool, tries)
     _test_untested_nics(ctx, history, inf, b, pool, tries)
-    plan_link_cover(ctx, history, inf, b, tries)  # IB sweeps: switch links left uncrossed
     return b.tests
 
 

@@ -108,3 +108,25 @@ def test_without_them_the_links_are_listed_untested_and_the_run_exits_3(monkeypa
     assert left and len(left) == cov["total"] - cov["exercised"]
     assert {f"link {lk[0]} -- {lk[1]}" for lk in left} <= set(res.extra["untested"])
     assert res.exit_code == 3
+
+
+def test_cover_flows_ride_the_ladder_and_a_down_link_is_named_by_round_five(monkeypatch):
+    """The full ladder: links the rail pairs left uncrossed get their flows in waves of the
+    ladder's own rounds, after that round's groups (which hold every NIC of their nodes),
+    before its 4x level, not after the ladder's end; a down link among them is named by
+    round 5."""
+    monkeypatch.setattr(cover, "_best_sender", lambda *a, **k: None)
+    topo = generate(SHAPES[1], name="t", fabric="infiniband")
+    spec = resolve_spec(None, topo)
+    link = link_key("leaf-2-1", "spine-2-3")
+    res = run("sweep", sorted(topo.nodes), topo, spec,
+              SimExecutor(topo, spec, FaultSet.from_dict(
+                  {"faults": [{"kind": "link_down", "link": list(link)}]}), 2),
+              SweepPolicy(mode="sweep", seed=2))
+    first_4x = min(o.test.round for o in res.observations if o.test.group_size == 4)
+    waves = [o.test for o in res.observations if o.test.round < first_4x
+             and o.test.params.wave and o.test.purpose == "sweep" and len(o.test.flows) == 1]
+    assert waves  # cover flows inside the ladder, in waves after the round's own tests
+    assert [link_key(*lk) for lk in res.bad_links] == [link]
+    assert res.extra["verdict_rounds"][f"{link[0]} -- {link[1]}"] <= 5
+    assert res.drain == []
