@@ -261,11 +261,13 @@ def _recheck(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
         fl.recheck_nics.pop(part, None)
         judged[part] = fresh[part] if view is None else _not_on_flaky_links(fresh[part], fl, view)
         m = in_round[latest[part]]
-        lk = rival.of(part, judged[part], fl) if rival is not None else None
+        j.decide(part, judged[part], m, samples[part])
+        lk = (rival.of(part, judged[part], fl)
+              if rival is not None and part in fl.flaky else None)
         if lk is None:
-            j.decide(part, judged[part], m, samples[part])
             continue
-        # most failures crossed a link nothing else has cleared: judged off that link
+        # flaky, but most failures crossed a link nothing else has cleared: judged off it
+        fl.flaky.pop(part)
         judged[part] = [o for o in judged[part] if not rival.crosses(o, lk)]
         j.decide(part, judged[part], m, samples[part])
         name = str(Link.of(*lk))
@@ -449,6 +451,8 @@ class _Judge:
                    f"explains them as well as this part does; a sample with another partner "
                    f"would decide")
             fl.undecided[part] = Verdict(kind, part, State.SUSPECT, why, ids, key)
+            if not again and not is_link:  # a fresh batch, with other partners if any
+                fl.recheck_nics[part] = f
         else:
             why = (f"{counts}: too many for noise to be sure (p={p:.1g}), too few to call it "
                    f"intermittent; more samples would decide")

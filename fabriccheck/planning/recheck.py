@@ -58,9 +58,12 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
     made, wave = 0, 1
     # a part that found no partner in a block (the block's resources went to others) gets
     # its samples in the next: up to twice the blocks, so the round's waves at most double
+    proven: dict[str, int] = dict.fromkeys(nics, 0)  # samples with a proven-good partner
     for k in range(2 * blocks):
-        # the parts furthest from their samples choose partners first
-        todo_nics = sorted((x for x in nics if need[x] > 0), key=lambda x: -need[x])
+        # parts with no proven-good partner yet choose first (a small leaf's one uplink goes
+        # to each of its candidates in turn), then those furthest from their samples
+        todo_nics = sorted((x for x in nics if need[x] > 0),
+                           key=lambda x: (proven[x] > 0, -need[x]))
         todo_links = [lk for lk in links if need[str(Link.of(*lk))] > 0]
         if not todo_nics and not todo_links:
             break
@@ -74,6 +77,8 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
                     b.tests.append(_sample(t, b._id(), part, wave, b.policy.recheck_duration_s))
                     need[part] -= 1
                     made += 1
+                    if part in proven and set(t.nics) - {part} <= good_nics:
+                        proven[part] += 1
             wave += 1
     return made
 
