@@ -25,7 +25,8 @@ from fabriccheck.topology.view import FabricView
 def decide_rechecked(fl: Flakiness, samples: dict[str, list[Observation]], alpha: float,
                      beta: float, q_min: float, noise_floor: float = 0.02,
                      view: FabricView | None = None, done: Sequence[Observation] = ()) -> None:
-    """Stage 2: decide every rechecked part on its fresh samples only (:mod:`fabriccheck.inference.flaky`). The
+    """Stage 2: decide every rechecked part on its fresh samples only (see
+    :mod:`fabriccheck.inference.flaky`). The
     samples are short tests, noisier than the sweep's: their glitch rate is taken as at
     least ``noise_floor``. The samples with the partner that failed most are set aside
     (:func:`worst_partner_aside`) when they failed beyond noise: an intermittent partner, or a
@@ -183,7 +184,8 @@ class _LinkRival:
 
 
 class _Judge:
-    """One part's decision on its samples: flaky, cleared or undecided (:mod:`fabriccheck.inference.flaky`)."""
+    """One part's decision on its samples: flaky, cleared or undecided (see
+    :mod:`fabriccheck.inference.flaky`)."""
 
     def __init__(self, fl: Flakiness, alpha: float, beta: float, q_min: float,
                  rate: float) -> None:
