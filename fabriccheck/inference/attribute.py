@@ -179,6 +179,7 @@ def infer(
                        passes_of.get(nic_node(comp[1]), ()),
                        star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics,
                                   unsure=unsure))
+    _explained_by_bad_partners(by_comp, inf, confirmed_min_fails, pinned, passes_of)
     _co_suspects(fx.live, fx.cands, chosen, inf)
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
@@ -477,6 +478,29 @@ def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: 
         inf.bad_nics[nic] = Verdict("nic", nic, BAD, f"{reason}; {star}", ids)
     else:
         inf.nic_suspects[nic] = Verdict("nic", nic, SUSPECT, reason + "; needs confirmation", ids)
+
+
+def _explained_by_bad_partners(by_comp: dict, inf: Inference, confirmed_min: int,
+                               pinned: dict[str, str],
+                               passes_of: dict[str, list[Observation]]) -> None:
+    """A NIC found bad is judged again on its failures that share no other NIC found bad
+    (a test against a dead NIC fails whatever this one is): two failures against a partner
+    whose NIC is down and one glitch against a proven-good node are not two partners' worth
+    of evidence. It stays bad only if that evidence alone convicts it, else it is a suspect."""
+    for nic in sorted(inf.bad_nics):
+        obs = by_comp.get(("nic", nic), [])
+        own = [o for o in obs if not (set(o.test.nics) - {nic}) & set(inf.bad_nics)]
+        if not obs or len(own) == len(obs):
+            continue
+        v = inf.bad_nics.pop(nic)
+        if own:
+            _judge_nic(nic, own, inf, confirmed_min, pinned, passes_of.get(nic_node(nic), ()))
+        if nic not in inf.bad_nics:
+            shared = len(obs) - len(own)
+            inf.nic_suspects[nic] = Verdict(
+                "nic", nic, SUSPECT,
+                f"{v.reason}; {shared} of those failures were with a NIC found bad itself, "
+                f"and the rest do not convict it alone: needs confirmation", v.evidence)
 
 
 def _attribute_hangs(hangs: list[Observation], inf: Inference) -> None:

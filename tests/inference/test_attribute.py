@@ -197,3 +197,27 @@ def test_roce_link_candidates_are_a_set_with_its_size():
     g = inf.links[0]
     assert len(g.candidates) == 8 and not g.bad  # the 4+4 uplinks of the two leaves
     assert g.to_json()["size"] == 8
+
+
+def test_failures_with_a_dead_partner_nic_and_one_glitch_do_not_convict():
+    """node-002's rail-1 NIC is down: it failed with three partners and confirmations. node-001
+    failed twice with node-002 (both ways) and once, a confirmation, against proven-good
+    node-007 (a glitch). The dead NIC explains the first two: node-001's NIC is a suspect to
+    confirm again, never bad on one low test."""
+    obs = [flow_obs("node-001", "node-002", 1, "fail"),
+           flow_obs("node-002", "node-001", 1, "fail", rnd=2)]
+    obs += [flow_obs("node-002", "node-003", 1, "fail", rnd=1),
+            flow_obs("node-004", "node-002", 1, "fail", rnd=2),
+            flow_obs("node-002", "node-005", 1, "fail", rnd=3, purpose="confirm"),
+            flow_obs("node-006", "node-002", 1, "fail", rnd=3, purpose="confirm")]
+    obs += [flow_obs("node-001", "node-009", r) for r in (0, 2, 3)]  # node-001's other rails
+    obs += [flow_obs("node-002", "node-010", r) for r in (0, 2, 3)]  # node-002's other rails
+    obs += [flow_obs(a, b, 1, rnd=2) for a, b in (("node-003", "node-005"),
+                                                  ("node-004", "node-006"),
+                                                  ("node-007", "node-008"))]
+    obs += [flow_obs("node-001", "node-007", 1, "fail", rnd=3, purpose="confirm")]
+    inf = infer(obs, VIEW)
+    assert "node-002/mlx5_1" in inf.bad_nics
+    assert "node-001/mlx5_1" not in inf.bad_nics
+    assert "node-001/mlx5_1" in inf.nic_suspects
+    assert "found bad itself" in inf.nic_suspects["node-001/mlx5_1"].reason
