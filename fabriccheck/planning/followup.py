@@ -86,6 +86,7 @@ class GoodPool:
             if best is None or rank < best[0]:
                 best = (rank, node)
 
+        across: list[tuple[str, str]] = []  # known-good (node, NIC) on other leaves
         for node in self.free:
             other = self.view.rails_of[node].get(rail)
             if (node in exclude or other is None or other not in good_nics
@@ -96,7 +97,7 @@ class GoodPool:
                     return node
                 offer(2, node)
             else:
-                offer(5 + self._route_cost(nic, other, way, b), node)
+                across.append((node, other))
         for node in sorted(local):
             other = self.view.rails_of[node].get(rail)
             if (node in exclude or other is None or not b.nic_free(other, way)
@@ -108,17 +109,34 @@ class GoodPool:
                 offer(3.6, node)  # meeting an old one again
             elif other in good_nics and not same_leaf:  # met on another rail: this NIC pair
                 offer(5.5, node)  # is new and its NIC proven good (a small job's last resort)
+        if across and (best is None or best[0] > 5):  # ranks 5 to 5.54: only they can win
+            got = self._best_across(nic, across, way, b)
+            if got is not None:
+                offer(*got)
         return best[1] if best else None
 
-    def _route_cost(self, nic: str, other: str, way: str | None, b: RoundBuilder) -> float:
-        """InfiniBand: a cross-leaf partner whose route is shorter ranks first (fewer links
-        to take, fewer to blame); one whose route crosses a link the round has already given
-        to another flow ranks last (``add_flow`` would refuse it). 0 on RoCE (ECMP)."""
+    def _best_across(self, nic: str, across: Sequence[tuple[str, str]], way: str | None,
+                     b: RoundBuilder) -> tuple[float, str] | None:
+        """The known-good partner on another leaf to offer, ranked ``5 + cost`` (the first of
+        the cheapest). InfiniBand: a shorter route costs less (fewer links to take, fewer to
+        blame), one crossing a link the round has already given to another flow 0.5 more
+        (``add_flow`` would refuse it); a partner with no route is none; a free two-hop route
+        (leaf, spine, leaf) is the cheapest there is, so the search stops at the first.
+        RoCE (ECMP): all cost 0, the first is taken."""
         if self.view.fabric != "infiniband":
-            return 0.0
-        hops = (self.view.directed_hops(other, nic) if way == "tx"
-                else self.view.directed_hops(nic, other))
-        return (0.5 if hops & b.budget.used else 0.0) + 0.01 * len(hops)
+            return 5.0, across[0][0]
+        best: tuple[float, str] | None = None
+        for node, other in across:
+            hops = (self.view.directed_hops(other, nic) if way == "tx"
+                    else self.view.directed_hops(nic, other))
+            if not hops:
+                continue  # no route between the two leaves: no test to plan
+            cost = 5 + (0.5 if hops & b.budget.used else 0.0) + 0.01 * len(hops)
+            if best is None or cost < best[0]:
+                best = (cost, node)
+                if cost <= 5.02:
+                    break
+        return best
 
     def give_back(self, nodes: Sequence[str]) -> None:
         self.free = [*nodes, *self.free]
