@@ -65,19 +65,17 @@ def decide_rechecked(fl: Flakiness, samples: dict[str, list[Observation]], alpha
         if lk is None:
             continue
         # flaky, but most failures crossed a link nothing else has cleared: judged off it
-        fl.flaky.pop(part)
-        judged[part] = [o for o in judged[part] if not rival.crosses(o, lk)]
-        j.decide(part, judged[part], m, samples[part])
         name = str(Link.of(*lk))
+        why = (f"most of its failing recheck samples crossed link {name}, which the run's "
+               f"other tests do not clear: that link explains them as well as this NIC (its "
+               f"own samples decide the link; this NIC's samples off it did not)")
+        judged[part] = [o for o in judged[part] if lk not in _crossed(o, rival.view)]
+        j.redecide(part, judged[part], m, samples[part], why)
         if name not in samples and name not in fl.flaky and lk not in fl.recheck_links:
             fl.recheck_links.append(lk)  # the link's own samples decide it
         if part not in fl.flaky and part not in fl.cleared:
             fl.recheck_nics.pop(part, None)
-            fl.undecided[part] = Verdict(
-                "nic", part, State.SUSPECT,
-                f"most of its failing recheck samples crossed link {name}, which the run's "
-                f"other tests do not clear: that link explains them as well as this NIC (its "
-                f"own samples decide the link; this NIC's samples off it did not)", (), None)
+            fl.undecided[part] = Verdict("nic", part, State.SUSPECT, why, (), None)
     _explain_away_nics(j, nics, judged, samples, latest, in_round)
     # the partner that failed a part's samples beyond noise is the next one to recheck
     for nic, k in sorted(j.suspects.items()):
@@ -87,6 +85,11 @@ def decide_rechecked(fl: Flakiness, samples: dict[str, list[Observation]], alpha
 
 def _key(part: str) -> Link:
     return link_key(*part.split(" -- ", 1))
+
+
+def _crossed(o: Observation, view: FabricView) -> set[LinkKey]:
+    """The switch links a test surely crossed (the routes of its flows)."""
+    return {lk for f in o.test.flows for lk in view.flow_links(f)[0]}
 
 
 def _explain_away_nics(j: _Judge, nics: Sequence[str], judged: dict[str, list[Observation]],
@@ -129,8 +132,7 @@ def _explain_away_links(j: _Judge, links: Sequence[str], fresh: dict[str, list[O
 
     def redo(part: str, avoid: set[LinkKey]) -> None:
         key = _key(part)
-        obs = [o for o in fresh[part]
-               if not any(view.flow_links(f)[0] & (avoid - {key}) for f in o.test.flows)]
+        obs = [o for o in fresh[part] if not _crossed(o, view) & (avoid - {key})]
         if len(obs) == len(fresh[part]):
             return
         fl.recheck_links = [lk for lk in fl.recheck_links if lk != key]
@@ -157,14 +159,11 @@ class _LinkRival:
         self.view, self.done, self.q_min, self.beta = view, done, q_min, beta
         self._index: dict[LinkKey, list[Observation]] | None = None
 
-    def crosses(self, o: Observation, lk: LinkKey) -> bool:
-        return any(lk in self.view.flow_links(f)[0] for f in o.test.flows)
-
     def of(self, part: str, obs: Sequence[Observation], fl: Flakiness) -> LinkKey | None:
         tally: dict[LinkKey, int] = defaultdict(int)
         for o in obs:
             if o.status == FAIL:
-                for lk in {lk for f in o.test.flows for lk in self.view.flow_links(f)[0]}:
+                for lk in _crossed(o, self.view):
                     tally[lk] += 1
         for _, lk in sorted(((-k, lk) for lk, k in tally.items() if k >= 2)):
             if str(Link.of(*lk)) in fl.cleared or self._cleared(lk, part):
@@ -176,7 +175,7 @@ class _LinkRival:
         if self._index is None:
             self._index = defaultdict(list)
             for o in self.done:
-                for k in {k for f in o.test.flows for k in self.view.flow_links(f)[0]}:
+                for k in _crossed(o, self.view):
                     self._index[k].append(o)
         others = [o for o in self._index.get(lk, ()) if part not in o.test.nics]
         f = sum(o.status == FAIL for o in others)
@@ -270,7 +269,7 @@ def _not_on_flaky_links(obs: Sequence[Observation], fl: Flakiness, view: FabricV
     bad = {v.link for v in fl.flaky.values() if v.kind == "link" and v.link is not None}
     if not bad:
         return list(obs)
-    return [o for o in obs if not any(view.flow_links(f)[0] & bad for f in o.test.flows)]
+    return [o for o in obs if not _crossed(o, view) & bad]
 
 
 def worst_partner_aside(part: str, obs: Sequence[Observation]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from fabriccheck.inference.attribute import Inference, link_name
@@ -81,7 +82,8 @@ def build_result(
                          "clears or blames it") for x in untested_nics]
     verdicts += [inf.flaky[k] for k in sorted(inf.flaky)]
     verdicts += [undecided[k] for k in sorted(undecided) if k not in inf.nic_suspects]
-    switches = _switch_verdicts([g for g in inf.links if g.bad], topology=view.topology)
+    switches = _switch_verdicts([g for g in inf.links if g.bad], topology=view.topology,
+                                fabric_links=view.switch_links)
     in_switch = {lk for v in switches for lk in v.evidence_links}
     verdicts += [sw.verdict for sw in switches]
     verdicts += [_link_verdict(g, view.topology) for g in inf.links
@@ -172,24 +174,21 @@ class _Switch:
 
 
 def _switch_verdicts(bad_links: list[LinkGroup], min_links: int = 3,
-                     topology: Topology | None = None) -> list[_Switch]:
+                     topology: Topology | None = None,
+                     fabric_links: Iterable[LinkKey] = ()) -> list[_Switch]:
     """A switch whose confirmed bad links are ``min_links`` or more, or every one of its
     switch links (two or more: a leaf with two uplinks, both bad): one switch verdict with
-    its links as evidence, instead of many link verdicts (a dead spine is one part)."""
+    its links as evidence, instead of many link verdicts (a dead spine is one part).
+    ``fabric_links``: every switch-to-switch link of the fabric (``FabricView.switch_links``)."""
     by_switch: dict[str, list[LinkGroup]] = {}
     for g in bad_links:
         for sw in g.candidates[0]:
             by_switch.setdefault(sw, []).append(g)
-    fabric_links: dict[str, int] = {}  # switch -> its switch-to-switch links
-    if topology is not None:
-        for key in topology.links:
-            if all(e in topology.switches for e in key):
-                for e in key:
-                    fabric_links[e] = fabric_links.get(e, 0) + 1
+    of_switch = Counter(e for key in fabric_links for e in key)  # switch -> its links
     out = []
     for sw, groups in sorted(by_switch.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         links = tuple(g.candidates[0] for g in groups)
-        every = len(groups) >= 2 and len(groups) == fabric_links.get(sw)
+        every = len(groups) >= 2 and len(groups) == of_switch[sw]
         if ((len(groups) < min_links and not every)
                 or any(lk in s.evidence_links for s in out for lk in links)):
             continue

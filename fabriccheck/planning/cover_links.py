@@ -49,7 +49,7 @@ def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
     first = max((t.params.wave or 0 for t in b.tests), default=0) + 1
     reach = LinkReach(view, nics, seed=ctx.policy.seed + b.round_no)
     added = 0
-    todo = [lk for lk in left if tries.get(f"cover:{lk[0]}|{lk[1]}", 0) < 2]
+    todo = [lk for lk in left if tries.get(_try_key(lk), 0) < 2]
     for wave in range(first, first + COVER_WAVES):
         sub = RoundBuilder(b.round_no, view, b.spec, b.policy)
         busy: set[str] = set()
@@ -62,11 +62,15 @@ def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
                 rest.append(lk)
                 continue
             b.tests.append(replace(t, test_id=b._id(), params={**dict(t.params), "wave": wave}))
-            key = f"cover:{lk[0]}|{lk[1]}"
-            tries[key] = tries.get(key, 0) + 1
+            tries[_try_key(lk)] = tries.get(_try_key(lk), 0) + 1
             busy.update(got)  # type: ignore[arg-type]
             added += 1
         if len(rest) == len(todo):
             break
         todo = rest
     return added
+
+
+def _try_key(lk: tuple[str, str]) -> str:
+    """The ``tries`` entry counting a link's cover flows."""
+    return f"cover:{lk[0]}|{lk[1]}"
