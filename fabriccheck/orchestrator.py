@@ -19,7 +19,7 @@ from fabriccheck.inference.attribute import Inference, link_name
 from fabriccheck.inference.judge import judge_round
 from fabriccheck.inference.run_result import assemble_result, infer_run
 from fabriccheck.inference.signals import SignalState, judge_signal_round
-from fabriccheck.inference.verdicts import RunEnd
+from fabriccheck.inference.verdicts import RunEnd, bad_switches
 from fabriccheck.learn_paths import PathLearner
 from fabriccheck.models import Probe, RawResult, RunResult, Test
 from fabriccheck.planning.planner import (
@@ -110,7 +110,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
             break
         history = history.with_round(_execute(ctx, executor, plan, history, learner))
         inf, sig = infer_run(history, ctx.view, ctx.signals, sig)
-        _note_verdict_rounds(inf, history.round_count, verdict_rounds)
+        _note_verdict_rounds(inf, history.round_count, verdict_rounds, ctx.view)
         planner.absorb(history, inf)
         if plan.kind == "follow-up":
             for n in planner.bisect.culprits:
@@ -175,14 +175,18 @@ def run_waves(executor: Executor, tests: Sequence[Test]
     return order, raws, seconds
 
 
-def _note_verdict_rounds(inf: Inference, round_no: int, acc: dict[str, int]) -> None:
-    """The round in which each bad / hung / unreachable verdict was first reached."""
+def _note_verdict_rounds(inf: Inference, round_no: int, acc: dict[str, int],
+                         view: FabricView) -> None:
+    """The round in which each bad / hung / unreachable verdict was first reached (a switch:
+    the round its bad links first made it one switch verdict)."""
     for d in (inf.bad_nodes, inf.bad_nics, inf.hung, inf.unreachable):
         for name in d:
             acc.setdefault(name, round_no)
     for g in inf.links:
         if g.bad:
             acc.setdefault(link_name(g.candidates[0]), round_no)
+    for sw in bad_switches(inf, view):
+        acc.setdefault(sw, round_no)
 
 
 def _open(inf: Inference, planner: Planner) -> bool:

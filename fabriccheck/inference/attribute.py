@@ -16,9 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fabriccheck.inference.beside_links import link_levels, split
 from fabriccheck.inference.flaky import Flakiness, binomial_tail, find_flaky
 from fabriccheck.inference.intra import is_solo, judge_intra
 from fabriccheck.inference.localize import LinkGroup, localize_links
+from fabriccheck.inference.peers import passed_like_peers
 from fabriccheck.models import (
     BAD,
     FAIL,
@@ -60,6 +62,9 @@ class Inference:
     cleared_links: frozenset[LinkKey] = frozenset()
     #: intermittent parts (fail beyond noise, pass otherwise) and NICs worth another look
     flakiness: Flakiness = field(default_factory=Flakiness)
+    #: suspect NIC -> the un-cleared switch links on every one of its failing paths: a link
+    #: there explains its failures as well (a confirmation that avoids them separates the two)
+    nic_rival_links: dict[str, frozenset[LinkKey]] = field(default_factory=dict)
 
     @property
     def flaky(self) -> dict[str, Verdict]:
@@ -179,16 +184,40 @@ def infer(
                        passes_of.get(nic_node(comp[1]), ()),
                        star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics,
                                   unsure=unsure))
-    _explained_by_bad_partners(by_comp, inf, confirmed_min_fails, pinned, passes_of)
-    _co_suspects(fx.live, fx.cands, chosen, inf)
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
                 for i, (o, c) in enumerate(zip(fx.live, fx.cands, strict=True))
                 if chosen.get(i, ("",))[0] == "link"
                 or (o.test.test_id in rival_ids and any(x[0] == "link" for x in c))]
-    inf.links = localize_links(link_obs, ib=view.fabric == "infiniband")
+    inf.links = localize_links(link_obs, ib=view.fabric == "infiniband",
+                               cleared=inf.cleared_links)
     inf.links = _beyond_noise(inf.links, observations, view, fx.ambiguous | fx.shared,
                               len(inf.glitches))
+    levels = link_levels(inf.links, {o.test.test_id: o for o in fx.live})
+    for nic in sorted(inf.bad_nics) if levels else ():
+        # a failure across a cable found bad says nothing about the NIC: judged on the rest
+        own, aside = split(by_comp.get(("nic", nic), []), levels, view)
+        if not aside:
+            continue
+        v = inf.bad_nics.pop(nic)
+        if own:
+            _judge_nic(nic, own, inf, confirmed_min_fails, pinned,
+                       passes_of.get(nic_node(nic), ()),
+                       star=_star(nic, own, cands_of, inf, view, n_nics, unsure=unsure))
+        if nic not in inf.bad_nics:
+            cable = link_name(next(iter(aside.values())))
+            inf.nic_suspects[nic] = Verdict(
+                "nic", nic, SUSPECT,
+                f"{v.reason}; {len(aside)} of those failures crossed {cable}, found bad, "
+                f"which explains them (their values are not below its own), and the rest do "
+                f"not convict it alone: needs confirmation", v.evidence)
+        by_comp[("nic", nic)] = own
+    _explained_by_bad_partners(by_comp, inf, confirmed_min_fails, pinned, passes_of)
+    _co_suspects(fx.live, fx.cands, chosen, inf)
+    for nic in inf.nic_suspects:
+        common = _common_links(by_comp.get(("nic", nic), []), cands_of)
+        if common:
+            inf.nic_rival_links[nic] = frozenset(common)
     bad_links = {lk for g in inf.links if g.bad for lk in g.candidates}
     inf.flakiness = find_flaky(observations, view, inf.good_nodes, inf.good_nics, good_links,
                                fx.ambiguous | fx.shared, bad_links=bad_links)
@@ -201,7 +230,8 @@ def infer(
 
 def _exonerate(observations: Sequence[Observation], view: FabricView, inf: Inference
                ) -> tuple[set[LinkKey], set[str]]:
-    """Passing tests clear their nodes, NICs and the links they surely crossed. Returns the
+    """Passing tests clear their nodes, NICs and the links they surely crossed (a group test
+    that passed only in line with equally slow peers clears no link). Returns the
     cleared links and the failing tests a same-route retest passed (glitches)."""
     good_links: set[LinkKey] = set()
     retested_ok: set[str] = set()
@@ -213,6 +243,11 @@ def _exonerate(observations: Sequence[Observation], view: FabricView, inf: Infer
             continue
         inf.good_nodes.update(o.test.nodes)
         inf.good_nics.update(o.test.nics)
+        # a group test (> 2 nodes) below its floor that passed only because every group of
+        # its level was as slow clears no link: a slow leaf whose nodes sit in every group
+        # makes the whole level slow (a slow fabric shows in the pair tests, which do clear)
+        if o.test.group_size > 2 and passed_like_peers(o):
+            continue
         for f in o.test.flows:
             good_links |= view.flow_links(f)[0]
         if o.test.params.retest_of:
@@ -443,9 +478,14 @@ def _common_link(obs: list[Observation], cands_of: Mapping[str, list[Comp]],
     set aside) blocks too: a link may well explain it."""
     if any(o.test.test_id in unsure for o in obs):
         return True
+    return bool(_common_links(obs, cands_of))
+
+
+def _common_links(obs: Sequence[Observation], cands_of: Mapping[str, list[Comp]]) -> set:
+    """The un-cleared links on every failing path of ``obs`` (none for no failure)."""
     links = [{name for kind, name in cands_of.get(o.test.test_id, ()) if kind == "link"}
              for o in obs]
-    return bool(links and set.intersection(*links))
+    return set.intersection(*links) if links else set()
 
 
 def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int,

@@ -135,6 +135,7 @@ def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
                    | demoted)
     out_f = Flakiness(flaky, nics, links)
     out_f.rate = rate
+    out_f.bound = alpha / max(1, len(tally))
     # how likely noise makes each candidate's lonely failures (for one left unrechecked)
     for x, k in nics.items():
         out_f.odds[x] = binomial_tail(k, max(k, nic_tests[x]), rate)
@@ -172,8 +173,9 @@ def _screen_links_apart(out: dict[str, Verdict],
 def _parts(o: Observation, view: FabricView) -> list[tuple[str, object]]:
     parts: list[tuple[str, object]] = [("node", n) for n in o.test.nodes]
     parts += [("nic", x) for x in o.test.nics]
-    if view.fabric == "infiniband":
-        parts += [("link", lk) for f in o.test.flows for lk in view.flow_links(f)[0]]
+    # the links it surely crossed: an IB route, a RoCE flow's learned path (an unlearned RoCE
+    # flow surely crosses no switch link: its ECMP paths share none)
+    parts += [("link", lk) for f in o.test.flows for lk in view.flow_links(f)[0]]
     return parts
 
 

@@ -211,8 +211,15 @@ class _Judge:
         key = _key(part) if is_link else None
         # a part undecided on its first samples got fresh ones: those alone decide
         again = len({o.test.round for o in every}) > 1
-        if part in fl.flaky or not obs:
+        if not obs:
             return
+        if part in fl.flaky:
+            # flaky at once on the screen's tests after its recheck had begun: the recheck's
+            # samples (the test made to decide it) stand against a burst of glitches there
+            f_all = sum(o.status == FAIL for o in obs)
+            if binomial_cdf(f_all, len(obs), self.q_min) >= beta:
+                return
+            fl.flaky.pop(part)
         kept, aside, partners = worst_partner_aside(part, obs)
         f_aside = sum(o.status == FAIL for o in aside)
         f_kept = sum(o.status == FAIL for o in kept)

@@ -86,6 +86,7 @@ def describe_links(cands: Sequence[LinkKey]) -> str:
 def localize_links(
     link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]], *, ib: bool,
     min_probe_pairs: int = 2, specific_max: int = 4,
+    cleared: frozenset[LinkKey] | None = None,
 ) -> list[LinkGroup]:
     """Group failing observations by the links that could explain them.
 
@@ -102,6 +103,9 @@ def localize_links(
     specific_max
         RoCE: failures with at most this many candidate links (a learned path) are grouped
         first; the others only form groups of their own when no chosen set explains them.
+    cleared
+        Links a passing observation of the run crossed. A switch none of whose links is cleared
+        may be dead: see :func:`_switch_pass` (None: not known, the strict rule only).
 
     Returns
     -------
@@ -139,13 +143,14 @@ def localize_links(
     for left in (specific, vague):
         if left is vague:
             left = {i for i in left if not chosen & set(link_obs[i][1])} if specific else left
-        out += _greedy_groups(link_obs, covers, left, chosen, ib, min_probe_pairs)
+        out += _greedy_groups(link_obs, covers, left, chosen, ib, min_probe_pairs, cleared)
     return out
 
 
 def _greedy_groups(
     link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]], covers: dict[LinkKey, set[int]],
     left: set[int], chosen: set[LinkKey], ib: bool, min_probe_pairs: int,
+    cleared: frozenset[LinkKey] | None = None,
 ) -> list[LinkGroup]:
     """Greedy groups over the failures ``left`` (see :func:`localize_links`); adds the chosen
     candidates to ``chosen``."""
@@ -182,19 +187,43 @@ def _greedy_groups(
         ))
         gots.append(got)
         left -= got
-    if ib:
-        out = _switch_pass(out, gots, link_obs, min_probe_pairs)
-    return out
+    return _switch_pass(out, gots, link_obs, min_probe_pairs, cleared=cleared, ib=ib)
 
 
 def _switch_pass(groups: list[LinkGroup], gots: list[set[int]],
                  link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]],
-                 min_probe_pairs: int, min_links: int = 3) -> list[LinkGroup]:
+                 min_probe_pairs: int, min_links: int = 3,
+                 cleared: frozenset[LinkKey] | None = None, ib: bool = True
+                 ) -> list[LinkGroup]:
     """A dead switch: every probe across one of its links also crosses another of its links,
     both uncleared, so no probe pins a single link. When ``min_links`` or more single-link
     groups meet at one switch, a probe counts for its link if every uncleared link on its path
     touches that switch (the switch explains it); such links are bad together and become one
-    switch verdict (``inference.verdicts``). Fewer links at a switch keep the strict rule."""
+    switch verdict (``inference.verdicts``). Fewer links at a switch keep the strict rule.
+
+    When no link of the switch is ``cleared`` (no test that crossed the switch passed), the
+    switch is one hypothesis: the probes it explains are pooled (greedy grouping hands a probe
+    across two of its links to one of them only, so each link alone may lack probes), and each
+    of its groups that such a failure supports is bad with it. A switch with two bad cables
+    and healthy others does not qualify: tests across its healthy links pass and clear them.
+    This holds on RoCE too (a flow's learned path, or the ECMP links no passing test
+    cleared); the strict rule above is InfiniBand's (RoCE links need aimed probes).
+
+    >>> from fabriccheck.models import Test, Flow, Observation
+    >>> def obs(i, a, b, links):
+    ...     t = Test(f"t{i}", "ib_write_bw", (a, b), (Flow(a + "/m0", b + "/m0"),),
+    ...              purpose="localize")
+    ...     return Observation(t, "fail", value=0.0, unit="Gb/s"), links
+    >>> A, B, C = ("leaf-0", "spine-9"), ("leaf-1", "spine-9"), ("leaf-2", "spine-9")
+    >>> seen = [obs(1, "n1", "n3", [A, B]), obs(2, "n2", "n4", [A, B]),
+    ...         obs(3, "n5", "n3", [B, C]), obs(4, "n6", "n4", [B, C]), obs(5, "n7", "n1", [C, A])]
+    >>> [(len(g.candidates), g.bad) for g in localize_links(seen, ib=True)]  # nothing pins B
+    [(1, False), (2, False)]
+    >>> [(len(g.candidates), g.bad) for g in localize_links(seen, ib=True, cleared=frozenset())]
+    [(1, True), (2, False)]
+    >>> [g.bad for g in localize_links(seen, ib=True, cleared=frozenset({("leaf-3", "spine-9")}))]
+    [False, False]
+    """
     at: dict[str, list[int]] = defaultdict(list)
     for k, g in enumerate(groups):
         if len(g.candidates) == 1 and not g.bad:
@@ -205,17 +234,46 @@ def _switch_pass(groups: list[LinkGroup], gots: list[set[int]],
         if len(g.candidates) == 1:
             for sw in g.candidates[0]:
                 single_at[sw] += 1
+    dark = None if cleared is None else {sw for ks in at.values() for k in ks
+                                         for sw in groups[k].candidates[0]} - {
+        sw for lk in cleared for sw in lk}
     out = list(groups)
     for sw, ks in at.items():
-        if single_at[sw] < min_links:
+        if dark is not None and sw in dark:
+            out = _dead_switch(out, gots, link_obs, sw, ks, min_probe_pairs)
+            continue
+        if not ib or single_at[sw] < min_links:
             continue
         for k in ks:
-            probes = {frozenset(link_obs[i][0].test.nodes) for i in gots[k]
-                      if link_obs[i][0].test.purpose == "localize"
-                      and not link_obs[i][0].test.params.retest_of
-                      and all(sw in lk for lk in link_obs[i][1])}
-            if len(probes) >= min_probe_pairs:
+            if len(_switch_probes(gots[k], link_obs, sw)) >= min_probe_pairs:
                 out[k] = replace(out[k], bad=True)
+    return out
+
+
+def _switch_probes(failures: set[int], link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]],
+                   sw: str) -> set[frozenset[str]]:
+    """Fresh localization probes among ``failures`` whose uncleared links all touch ``sw``."""
+    return {frozenset(link_obs[i][0].test.nodes) for i in failures
+            if link_obs[i][0].test.purpose == "localize"
+            and not link_obs[i][0].test.params.retest_of
+            and all(sw in lk for lk in link_obs[i][1])}
+
+
+def _dead_switch(groups: list[LinkGroup], gots: list[set[int]],
+                 link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]], sw: str,
+                 ks: list[int], min_probe_pairs: int, min_links: int = 3) -> list[LinkGroup]:
+    """``sw`` had no passing test: its single-link groups are bad together when the failures
+    it alone explains touch ``min_links`` of its links and come from ``min_probe_pairs`` fresh
+    probe pairs; each group needs one such failure of its own."""
+    everything = set().union(*(gots[k] for k in ks))
+    mine = {i for i in everything if all(sw in lk for lk in link_obs[i][1])}
+    touched = {lk for i in mine for lk in link_obs[i][1]}
+    if len(touched) < min_links or len(_switch_probes(mine, link_obs, sw)) < min_probe_pairs:
+        return groups
+    out = list(groups)
+    for k in ks:
+        if gots[k] & mine:
+            out[k] = replace(out[k], bad=True)
     return out
 
 

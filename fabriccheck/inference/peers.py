@@ -33,6 +33,8 @@ from fabriccheck.models import FAIL, PASS, Observation, Purpose
 #: purposes whose tests are an unbiased sample of the fabric (follow-ups aim at suspects)
 SAMPLE_PURPOSES = (str(Purpose.SWEEP), str(Purpose.SCALE))
 POOLED = "*"
+#: the reason of a test below its floor that passed because its peers are as slow
+LIKE_PEERS = "below floor like its peers (fabric-wide)"
 
 
 @dataclass(frozen=True)
@@ -119,8 +121,13 @@ def _rejudge(o: Observation, ref: PeerRef, cut: float, slow: bool,
             f"{100 * (1 - value / ref.median):.0f}% below)"))
     if o.status == FAIL and below_floor and slow and value >= cut:
         return replace(o, status=PASS, reason=(
-            f"{value:.1f} {o.unit}: below floor like its peers (fabric-wide)"))
+            f"{value:.1f} {o.unit}: {LIKE_PEERS}"))
     return o
+
+
+def passed_like_peers(o: Observation) -> bool:
+    """A pass below the floor, in line with its peers (a uniformly slow kind of test)."""
+    return o.status == PASS and o.reason.endswith(LIKE_PEERS)
 
 
 def _warning(kind: tuple[str, int, str], ref: PeerRef, floor: float) -> str:

@@ -141,7 +141,8 @@ def reported_rounds(first: Mapping[str, int], devices: Sequence[str], links: Seq
     ``first`` is what the loop saw round by round (the first round each node, NIC or link was
     bad, hung or unreachable); a verdict the run later withdrew (a bisection culprit left a
     suspect on a uniformly slow fabric) is not reported, so it has no round. A switch verdict
-    stands for its links: it was reached in the round its ``min_links``-th link turned bad
+    stands for its links: it was reached in the round the loop first saw it (``first[switch]``,
+    :func:`bad_switches`), else in the round its ``min_links``-th link turned bad
     (:func:`_switch_verdicts`), however long the rest of its links took.
 
     >>> reported_rounds({"n1": 2, "n9": 7, "a -- s": 3, "b -- s": 4, "c -- s": 9},
@@ -150,11 +151,15 @@ def reported_rounds(first: Mapping[str, int], devices: Sequence[str], links: Seq
     >>> reported_rounds({"a -- s": 3, "b -- s": 4, "c -- s": 4, "d -- s": 9}, [], [],
     ...                 {"s": ["a -- s", "b -- s", "c -- s", "d -- s"]})
     {'s': 4}
+    >>> reported_rounds({"s": 3, "c -- s": 6, "d -- s": 6}, [], [], {"s": ["c -- s", "d -- s"]})
+    {'s': 3}
     """
     out = {k: first[k] for k in (*devices, *links) if k in first}
     for sw, members in switches.items():
         seen = sorted(first[k] for k in members if k in first)
-        if seen:
+        if sw in first:  # the loop saw the switch verdict itself
+            out[sw] = first[sw]
+        elif seen:
             out[sw] = seen[min(min_links, len(seen)) - 1]
     return dict(sorted(out.items()))
 
@@ -171,6 +176,12 @@ def _untested_nics(nodes: list[str], view: FabricView, inf: Inference,
 class _Switch:
     verdict: Verdict
     evidence_links: tuple
+
+
+def bad_switches(inf: Inference, view: FabricView) -> list[str]:
+    """The switches the run's link verdicts so far make one switch verdict each."""
+    return [sw.verdict.name for sw in _switch_verdicts(
+        [g for g in inf.links if g.bad], fabric_links=view.switch_links)]
 
 
 def _switch_verdicts(bad_links: list[LinkGroup], min_links: int = 3,

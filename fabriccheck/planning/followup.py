@@ -163,7 +163,8 @@ class GoodPool:
 def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],
                      local: Sequence[str] = (), met: frozenset[str] = frozenset(),
                      directions: Sequence[str] = ("client", "server"),
-                     used: set[str] | None = None, proven: bool = False) -> int:
+                     used: set[str] | None = None, proven: bool = False,
+                     avoid: Collection[LinkKey] = ()) -> int:
     """Client and server tests of a suspect NIC against known-good same-leaf partners.
 
     ``directions`` lets the caller give every suspect its client test before any gets its
@@ -172,7 +173,10 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
     has this round: its two confirmations are never with the same partner (independent
     evidence). ``proven``: partners' NICs must be in ``good_nics`` (never an un-cleared
     node of ``local``: the intermittence recheck, where two candidates of a two-node leaf
-    would otherwise sample each other).
+    would otherwise sample each other). ``avoid``: switch links on every failing path of the
+    suspect so far, which explain its failures as well as the NIC does (an InfiniBand route
+    is fixed per destination: every partner so far may have come over one cable); a partner
+    whose route crosses none of them is preferred, so the test separates the two.
     """
     node = nic_node(nic)
     rail = b.view.topology.nics[nic].rail
@@ -181,7 +185,7 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
     used.add(node)
     for direction in directions:
         made += _confirm_against_one(nic, rail, direction, b, pool, good_nics, used, local, met,
-                                     proven)
+                                     proven, avoid)
     return made
 
 
@@ -191,25 +195,69 @@ _PARTNER_TRIES = 6
 
 def _confirm_against_one(nic: str, rail: int, direction: str, b: RoundBuilder, pool: GoodPool,
                          good_nics: set[str], taken: set[str], local: Sequence[str],
-                         met: frozenset[str], proven: bool = False) -> int:
+                         met: frozenset[str], proven: bool = False,
+                         avoid: Collection[LinkKey] = ()) -> int:
     """One confirmation test of ``nic`` (``direction``: it is the client or the server)
     against a known-good partner not in ``taken``; a partner across leaves may find its links
     taken this round, so up to :data:`_PARTNER_TRIES` are tried (the suspect's own leaf after
-    three). Adds the partner to ``taken``; returns 1 when a test was planned, else 0."""
+    three). With ``avoid``, partners whose route crosses one of those links are passed over
+    first (as many again are tried), then taken if nothing else fits. Adds the partner to
+    ``taken``; returns 1 when a test was planned, else 0."""
     node = nic_node(nic)
     way = "rx" if direction == "client" else "tx"  # what the partner's NIC does
     tried: set[str] = set()
-    for _ in range(_PARTNER_TRIES):
+    shunned: list[str] = []
+    avoid = set(avoid)
+    for _ in range(_PARTNER_TRIES * (2 if avoid else 1)):
         partner = pool.take_nic_partner(nic, rail, b, good_nics, taken | tried, way,
                                         local, met, same_leaf=len(tried) >= 3, proven=proven)
         if partner is None:
-            return 0
+            break
         client, server = (node, partner) if direction == "client" else (partner, node)
+        if avoid and _route_crosses(b.view, client, server, rail, avoid):
+            shunned.append(partner)
+            tried.add(partner)
+            continue
         if b.add_flow(client, server, rail, "confirm") is not None:
             taken.add(partner)
             return 1
         tried.add(partner)
+    if shunned and direction == "client" and _cross_rail_client(nic, b, good_nics, avoid):
+        return 1
+    for partner in shunned:  # nothing separates the two this round: a plain confirmation
+        client, server = (node, partner) if direction == "client" else (partner, node)
+        if b.add_flow(client, server, rail, "confirm") is not None:
+            taken.add(partner)
+            return 1
     return 0
+
+
+def _cross_rail_client(nic: str, b: RoundBuilder, good_nics: set[str],
+                       avoid: set[LinkKey], tries: int = 64) -> bool:
+    """``nic`` sends to a proven-good NIC of another rail whose route crosses none of
+    ``avoid``: every same-rail route may share one cable (an InfiniBand up-route is chosen by
+    the destination, and same-rail destinations can all hash to one spine), so only another
+    rail's destination leaves it. Into ``nic`` nothing helps: its own route down is fixed."""
+    view = b.view
+    rail, node = view.topology.nics[nic].rail, nic_node(nic)
+    others = sorted(x for x in good_nics if nic_node(x) != node
+                    and view.topology.nics[x].rail != rail)
+    random.Random(f"cross-rail:{nic}:{b.round_no}").shuffle(others)
+    for x in others[:tries]:
+        if view.flow_links(Flow(nic, x))[1] & avoid:
+            continue
+        if b.add_nic_flow(nic, x, "confirm") is not None:
+            return True
+    return False
+
+
+def _route_crosses(view: FabricView, src: str, dst: str, rail: int,
+                   links: Collection[LinkKey]) -> bool:
+    """Whether the flow from ``src`` to ``dst`` on ``rail`` may cross one of ``links``."""
+    a, z = view.rails_of[src].get(rail), view.rails_of[dst].get(rail)
+    if a is None or z is None:
+        return False
+    return bool(view.flow_links(Flow(a, z))[1] & set(links))
 
 
 def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],

@@ -24,7 +24,12 @@ from dataclasses import replace
 
 from fabriccheck.models import Link, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.followup import GoodPool, plan_link_probes, plan_nic_confirm
+from fabriccheck.planning.followup import (
+    GoodPool,
+    plan_link_probes,
+    plan_nic_confirm,
+    plan_roce_link_probes,
+)
 
 #: blocks of waves with fresh partners (each block: 2 partners per NIC, or fresh IB flows)
 BLOCKS = 4
@@ -59,6 +64,8 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
     # a part that found no partner in a block (the block's resources went to others) gets
     # its samples in the next: up to twice the blocks, so the round's waves at most double
     proven: dict[str, int] = dict.fromkeys(nics, 0)  # samples with a proven-good partner
+    ib = b.view.fabric == "infiniband"
+    link_parts = set(parts) - set(nics)
     for k in range(2 * blocks):
         # parts with no proven-good partner yet choose first (a small leaf's one uplink goes
         # to each of its candidates in turn), then those furthest from their samples
@@ -71,8 +78,13 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
                                             met, used, seed + 7919 * k) if t]
         if not groups:
             break
+        # RoCE links: their aimed flows share the link (and its spine) with each other
+        aimed = {p: t for p, t in groups if p in link_parts and not ib}
+        first = wave
         for _ in range(per_block):
             for part, tests in groups:
+                if part in aimed:
+                    continue
                 for t in tests[:max(0, need[part])]:
                     b.tests.append(_sample(t, b._id(), part, wave, b.policy.recheck_duration_s))
                     need[part] -= 1
@@ -80,7 +92,34 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
                     if part in proven and set(t.nics) - {part} <= good_nics:
                         proven[part] += 1
             wave += 1
+        if aimed:
+            n, end = _spread_aimed(b, aimed, need, first, first + 2 * per_block)
+            made, wave = made + n, max(wave, end)
     return made
+
+
+def _spread_aimed(b: RoundBuilder, aimed: Mapping[str, Sequence[Test]], need: dict[str, int],
+                  first: int, last: int) -> tuple[int, int]:
+    """RoCE link samples in waves ``first`` .. ``last - 1``: one flow of a link a wave (its
+    flows in turn), and no two links with a switch in common in one wave. Flows pinned onto
+    one link (or onto two links of one spine: ``leaf-0 - spine - leaf-1`` crosses both) in
+    one wave would share it and fail for that alone (max-min sharing), so a healthy link would
+    look intermittent. Returns the samples planned and the first wave left free."""
+    made, wave, turn = 0, first, 0
+    while wave < last and any(need[p] > 0 for p in aimed):
+        busy: set[str] = set()
+        for part, tests in aimed.items():
+            ends = set(part.split(" -- "))
+            if need[part] <= 0 or busy & ends:
+                continue
+            busy |= ends
+            t = tests[turn % len(tests)]
+            b.tests.append(_sample(t, b._id(), part, wave, b.policy.recheck_duration_s))
+            need[part] -= 1
+            made += 1
+        wave += 1
+        turn += 1
+    return made, wave
 
 
 def plan_topup(b: RoundBuilder, nics: Sequence[str], counts: Mapping[str, int],
@@ -170,7 +209,10 @@ def _block(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], pool: Go
         groups.append((nic, tests))
     for link in links:
         start = len(sub.tests)
-        plan_link_probes((), (link,), sub, good_nics, seed=seed, retest=False)
+        if b.view.fabric == "infiniband":
+            plan_link_probes((), (link,), sub, good_nics, seed=seed, retest=False)
+        else:  # RoCE: flows aimed at the link, pinned onto it by their learned paths
+            plan_roce_link_probes((link,), sub, good_nics, seed=seed, per_link=2)
         groups.append((str(Link.of(*link)), sub.tests[start:]))
     return groups
 

@@ -166,6 +166,19 @@ def test_unrechecked_candidates_are_suspects_only_beyond_noise():
     assert fl.unresolved()["node-002/mlx5_0"].state == "suspect"
 
 
+def test_unrechecked_candidates_are_weighed_like_the_screen_bonferroni():
+    """The screen looked at thousands of parts (a big RoCE fabric's links on learned paths):
+    two glitches among six tests of one link is what noise makes somewhere in most runs, so
+    the bound is the screen's (alpha / parts screened), not alpha alone."""
+    from fabriccheck.inference.flaky import Flakiness
+    from fabriccheck.models import Link
+    lk = Link.of("leaf-15-0", "spine-3")
+    fl = Flakiness(recheck_links=[lk], odds={str(lk): 0.0015}, bound=0.01 / 5000)
+    assert fl.unresolved() == {}
+    fl.odds[str(lk)] = 1e-9
+    assert set(fl.unresolved()) == {str(lk)}
+
+
 def spec_run(topo, faults, seed, **policy):
     spec = resolve_spec(None, topo)
     fs = FaultSet.from_dict(faults)
@@ -376,3 +389,76 @@ def test_a_switch_link_other_tests_cleared_does_not_compete():
     fl = _judge(_sweep(view) + others + _samples(part, peers, failing, 32), view)
     assert part in fl.flaky
     assert up not in fl.recheck_links
+
+
+def test_a_recheck_that_clears_a_part_overrules_a_later_burst_in_the_screen():
+    """A NIC rechecked (1 failure in 32 samples: cleared at 1 in 3) whose later ordinary tests
+    of the same round glitched three times in a row: flaky at once on the screen's 4 of 8,
+    but the recheck is the test made to decide it, and it clears the part."""
+    view = make_view()
+    part = "node-000/mlx5_0"
+    obs = _sweep(view) + _samples(part, PARTNERS, {5}, 32)
+    for i in range(8):  # the round's top-up samples with one partner: three glitches
+        a, b = (part, "node-001/mlx5_0") if i % 2 else ("node-001/mlx5_0", part)
+        t = Test(f"r3-top-{i:05d}", "ib_write_bw", (a.split("/")[0], b.split("/")[0]),
+                 (Flow(a, b),), round=3)
+        obs.append(Observation(t, FAIL if i in (1, 3, 5) else PASS,
+                               120.0 if i in (1, 3, 5) else 390.0))
+    obs.append(Observation(Test("r1-x", "ib_write_bw", ("node-000", "node-009"),
+                                (Flow(part, "node-009/mlx5_0"),), round=1), FAIL, 150.0))
+    for i in range(400):  # the rest of the run, clean: the screen's glitch rate is low
+        a, b = f"node-{10 + i % 6:03d}/mlx5_1", f"node-{10 + (i + 1) % 6:03d}/mlx5_1"
+        obs.append(Observation(Test(f"r2-{i:05d}", "ib_write_bw", (a[:8], b[:8]),
+                                    (Flow(a, b),), round=2), PASS, 390.0))
+    good = {x for o in obs if o.status == PASS for x in o.test.nics}
+    fl = find_flaky(obs, view, {n.split("/")[0] for n in good}, good, set(), set())
+    assert part not in fl.flaky
+    assert fl.cleared[part] == "1 of 32"
+
+
+def test_a_roce_link_on_learned_paths_is_screened_and_rechecked():
+    """RoCE: the flaky screen counts a link for the tests whose learned path surely crossed
+    it (an unlearned ECMP flow crosses no link for sure), so a flapping uplink becomes a
+    recheck candidate; its recheck flows are aimed at it and spread over the waves, one flow
+    of a link a wave and never two links of one switch together (flows pinned onto one spine
+    in one wave would share it and fail for that alone)."""
+    from fabriccheck.models import Link
+    from fabriccheck.planning.build import RoundBuilder
+    from fabriccheck.planning.followup import GoodPool
+    from fabriccheck.planning.recheck import plan_recheck
+    from fabriccheck.topology.generators import generate
+    from fabriccheck.topology.view import FabricView
+
+    topo = generate({"kind": "rail-optimized", "nodes": 32, "rails": 2, "gpus_per_node": 2,
+                     "nodes_per_leaf": 8, "spines": 4}, name="roce32", fabric="roce")
+    view = FabricView(topo)
+    flap = link_key("leaf-0-0", "spine-1")
+    other = link_key("leaf-1-0", "spine-1")
+    obs = []
+    for i in range(40):  # rail 0 pairs across leaves 0 and 1, learned paths over spine 1
+        a, b = f"node-{1 + i % 8:03d}/mlx5_0", f"node-{9 + (i * 3) % 8:03d}/mlx5_0"
+        f = Flow(a, b, path=(flap, other))
+        t = Test(f"r1-{i:05d}", "ib_write_bw", (a.split("/")[0], b.split("/")[0]), (f,), round=1)
+        obs.append(Observation(t, FAIL if i % 10 in (1, 6) and i < 20 else PASS,
+                               150.0 if i % 10 in (1, 6) and i < 20 else 390.0))
+    for i in range(40):  # the rest of the fabric: same-leaf pairs, all clean
+        a, b = f"node-{17 + i % 8:03d}/mlx5_1", f"node-{17 + (i + 1) % 8:03d}/mlx5_1"
+        t = Test(f"r1-{100 + i:05d}", "ib_write_bw", (a.split("/")[0], b.split("/")[0]),
+                 (Flow(a, b),), round=1)
+        obs.append(Observation(t, PASS, 390.0))
+    good = {x for o in obs if o.status == PASS for x in o.test.nics}
+    cleared = {lk for o in obs if o.status == PASS for f in o.test.flows
+               for lk in view.flow_links(f)[0]}  # what attribution clears
+    fl = find_flaky(obs, view, {n.split("/")[0] for n in good}, good, cleared, set())
+    assert Link.of(*flap) in fl.recheck_links and not fl.flaky
+    b = RoundBuilder(2, view, resolve_spec(None, topo), SweepPolicy(seed=1))
+    pool = GoodPool({n.split("/")[0] for n in good}, view, 1, 2)
+    made = plan_recheck(b, [], fl.recheck_links, pool, good, seed=1)
+    assert made >= 16
+    waves: dict[int, list] = {}
+    for t in b.tests:
+        assert t.params.probe_of and t.params.recheck_of in {str(lk) for lk in fl.recheck_links}
+        waves.setdefault(t.params.wave, []).append(t)
+    for tests in waves.values():
+        ends = [set(t.params.recheck_of.split(" -- ")) for t in tests]
+        assert all(not (x & y) for i, x in enumerate(ends) for y in ends[i + 1:])

@@ -1,0 +1,69 @@
+"""Regressions from held-out scenario seeds (``bench/bench_scenarios.py --first-seed 100/110``),
+each the run the rule was written for: the simulator with the scenario's own faults and noise,
+through the public ``run``. The bench measures the rules on the other seeds; these pin the
+cases down."""
+
+from __future__ import annotations
+
+from bench.bench_scenarios import POLICIES
+from fabriccheck.executors.sim import SimExecutor
+from fabriccheck.faults import FaultSet
+from fabriccheck.orchestrator import run
+from fabriccheck.specs import resolve_spec
+from tests.scenarios import scenario
+
+
+def _run(family: str, kind: str, seed: int):
+    sc = scenario(family, kind, seed)
+    topo, faults, nodes, mode = sc
+    spec = resolve_spec(None, topo)
+    fs = FaultSet.from_dict(faults)
+    res = run(mode, nodes, topo, spec, SimExecutor(topo, spec, fs, seed=seed),
+              POLICIES[mode](mode=mode, seed=seed), log_suspects=sc.log_suspects)
+    return res, fs, sc
+
+
+def _flaky(res) -> set[str]:
+    return {v.name for v in res.verdicts if v.state == "flaky"}
+
+
+def test_a_bad_nics_leaf_mate_behind_a_half_speed_uplink_is_not_drained():
+    """ib-fat3, 32 nodes: node-025/mlx5_5 at quarter speed, its leaf's uplink for that rail at
+    half speed. Its leaf-mate's NIC on the same rail failed with it and across the uplink:
+    that NIC was drained and the bad one left a suspect. The uplink explains the crossings
+    (their values match its own), the quarter-speed failures are deeper than it explains."""
+    res, fs, _ = _run("multi_per_node_leaf", "ib-fat3", 112)
+    assert set(res.drain) == set(fs.drain_nodes())
+    assert "node-025/mlx5_5" in {v.name for v in res.verdicts if v.state == "bad"}
+
+
+def test_a_gate_separates_a_nic_from_the_one_cable_all_its_partners_came_over():
+    """A 16-node gate on a 256-node IB fabric: every confirmation partner of the quarter-speed
+    NIC came over one cable (routes are chosen by destination), so the NIC stayed a suspect.
+    A partner whose route avoids that cable convicts it."""
+    res, fs, _ = _run("small_jobs", "ib-rail", 100)
+    assert "node-249/mlx5_1" in {v.name for v in res.verdicts if v.state == "bad"}
+    assert set(res.drain) == set(fs.drain_nodes()) and res.exit_code == 1
+
+
+def test_a_flapping_roce_uplink_and_nic_are_named_not_passed_silently():
+    """RoCE, 64 nodes: a flapping uplink (p 0.56) and a NIC failing one test in three. The run
+    exited 0 (RoCE links had no screen or recheck): the uplink is now flaky, and the run exits 1."""
+    res, _, _ = _run("intermittent", "roce-rail", 100)
+    assert "leaf-2-4 -- spine-5" in _flaky(res)
+    assert res.exit_code == 1 and not res.drain
+
+
+def test_a_dead_roce_spine_is_one_switch_and_no_nic_is_called_flaky():
+    """RoCE, 128 nodes, every link of spine-2 down: two links and five NICs called flaky
+    before; no test across the spine ever passed, so the spine is one hypothesis."""
+    res, _, sc = _run("switch_down", "roce-rail", 101)
+    assert res.extra["bad_switches"] == [sc.switch]
+    assert not _flaky(res) and not res.drain
+
+
+def test_a_fault_free_roce_fabric_passes_with_its_links_on_learned_paths_rechecked():
+    """RoCE, 32 nodes, noise only: links on learned paths are screened; their recheck flows,
+    pinned onto two links of one spine, must never share a wave (they failed for that alone)."""
+    res, _, _ = _run("noise_only", "roce-rail", 102)
+    assert res.exit_code == 0 and res.healthy
