@@ -98,9 +98,6 @@ def _confirm_suspects(ctx: RunContext, history: RunHistory, inf: Inference, b: R
     todo = [v for v in todo if tries.get(v.name, 0) < 2]
     made_for: set[str] = set()
     used: dict[str, dict] = {v.name: {} for v in todo}  # partners each suspect has this round
-    # InfiniBand: partners proven good (two suspects of a two-node leaf confirming each other
-    # split nothing); RoCE keeps a same-leaf partner first (see planning.recheck)
-    proven = ctx.view.fabric == "infiniband"
     for way in ("client", "server"):
         for v in todo:
             seen = met.get(nic_node(v.name), frozenset())
@@ -116,8 +113,7 @@ def _confirm_suspects(ctx: RunContext, history: RunHistory, inf: Inference, b: R
                 made = plan_nic_confirm(v.name, b, pool, inf.good_nics, local, met=seen,
                                         directions=(way,),
                                         used=used[v.name].setdefault("nic", set()),
-                                        avoid=inf.nic_rival_links.get(v.name, frozenset()),
-                                        proven=proven)
+                                        avoid=inf.nic_rival_links.get(v.name, frozenset()))
             else:
                 made = plan_node_confirm(v.name, b, pool, inf.good_nics, local=local,
                                          met=seen, directions=(way,), used=used[v.name])
