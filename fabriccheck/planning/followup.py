@@ -433,8 +433,10 @@ def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list
                 or (only is not None and not route <= only)
                 or not (b.nic_free(s, "tx") and b.nic_free(d, "rx"))):
             return None
-        return b.add_flow(nic_node(s), nic_node(d), nics[s].rail, "localize",
-                          probe_of=f"{link[0]} -- {link[1]}")
+        tag = f"{link[0]} -- {link[1]}"
+        if nics[s].rail != nics[d].rail:
+            return b.add_nic_flow(s, d, "localize", probe_of=tag)
+        return b.add_flow(nic_node(s), nic_node(d), nics[s].rail, "localize", probe_of=tag)
 
     for d in near:  # down the link: a receiver whose route comes down it, any far sender
         others = [o for o in by_rail.get(nics[d].rail, ()) if o not in under]
@@ -456,6 +458,17 @@ def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list
             if budget[0] <= 0:
                 return None
             if o not in under and (got := try_flow(a, o)):
+                return got
+    # another rail's sender: with two leaves on a rail, every same-rail route down one leaf's
+    # uplink comes up the other leaf's uplink to that spine, a rival when both are suspects;
+    # from another rail's leaf (whose uplink passing tests cleared) it does not
+    for d in near[:4]:
+        others = [o for r, lst in sorted(by_rail.items()) if r != nics[d].rail
+                  for o in lst[:4] if o not in under]
+        for o in others:
+            if budget[0] <= 0:
+                return None
+            if got := try_flow(o, d):
                 return got
     return None
 
