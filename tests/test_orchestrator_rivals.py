@@ -67,3 +67,13 @@ def test_a_fault_free_roce_fabric_passes_with_its_links_on_learned_paths_recheck
     pinned onto two links of one spine, must never share a wave (they failed for that alone)."""
     res, _, _ = _run("noise_only", "roce-rail", 102)
     assert res.exit_code == 0 and res.healthy
+
+
+def test_a_half_speed_leaf_of_a_two_leaf_rail_is_one_switch():
+    """IB rail-optimized, 32 nodes (two leaves per rail): every uplink of one leaf at half
+    speed. Every same-rail route down one of its uplinks comes up the other leaf's uplink to
+    that spine, so the probes pinned nothing and 16 two-link suspects were left; a sender on
+    another rail's leaf separates them."""
+    res, _, sc = _run("switch_down", "ib-rail", 111)
+    assert res.extra["bad_switches"] == [sc.switch]
+    assert not res.drain and not _flaky(res)
