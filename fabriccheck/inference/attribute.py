@@ -161,6 +161,11 @@ def infer(
     pinned = {t: n for t, n in _pinned(fx.live, fx.cands).items()
               if t not in fx.ambiguous and t not in fx.shared}
     switch_of = _uncleared_switches(fx, view, good_links)
+    lit = {sw for lk in good_links for sw in lk}
+    dark: dict[str, set[frozenset[str]]] = defaultdict(set)  # no passing test crossed it
+    for o in fx.live:
+        for sw in switch_of.get(o.test.test_id, frozenset()) - lit:
+            dark[sw].add(frozenset(o.test.nodes))
     passes_of: dict[str, list[Observation]] = defaultdict(list)
     for o in observations:
         if o.status == PASS:
@@ -183,7 +188,7 @@ def infer(
             _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned,
                        passes_of.get(nic_node(comp[1]), ()),
                        star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics,
-                                  unsure=unsure))
+                                  unsure=unsure, switch_of=switch_of, dark=dark))
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
                 for i, (o, c) in enumerate(zip(fx.live, fx.cands, strict=True))
@@ -203,7 +208,8 @@ def infer(
         if own:
             _judge_nic(nic, own, inf, confirmed_min_fails, pinned,
                        passes_of.get(nic_node(nic), ()),
-                       star=_star(nic, own, cands_of, inf, view, n_nics, unsure=unsure))
+                       star=_star(nic, own, cands_of, inf, view, n_nics, unsure=unsure,
+                                  switch_of=switch_of, dark=dark))
         if nic not in inf.bad_nics:
             cable = link_name(next(iter(aside.values())))
             inf.nic_suspects[nic] = Verdict(
@@ -443,7 +449,9 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
 
 def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
           inf: Inference, view: FabricView, n_nics: int, glitch_rate: float = 0.02,
-          alpha: float = 0.01, unsure: set[str] | frozenset[str] = frozenset()) -> str:
+          alpha: float = 0.01, unsure: set[str] | frozenset[str] = frozenset(),
+          switch_of: Mapping[str, frozenset[str]] | None = None,
+          dark: Mapping[str, set[frozenset[str]]] | None = None) -> str:
     """Why ``nic`` is the only part that explains its failures, or "" when it is not.
 
     For jobs too small for a proven-good partner on the NIC's rail (every same-rail NIC in
@@ -454,9 +462,19 @@ def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
     link lies on all its failing paths (no link explains them as well) and no other device
     does (the partners differ); and noise cannot make that many failures in a row on any NIC
     of the run: ``glitch_rate ** k * n_nics < alpha`` (Bonferroni over the NICs tested, at
-    a glitch rate of 2 %, the noise the checks here allow).
+    a glitch rate of 2 %, the noise the checks here allow). Failures whose path crosses an
+    un-cleared link of a ``dark`` switch (no test across it passed, and it failed for two
+    node pairs without this NIC's node: a dead spine, whose links differ path by path;
+    ``dark`` maps such a switch to its failing node pairs, ``switch_of`` a test to the
+    switches of its un-cleared links) are the switch's to explain and are not counted.
     """
     node = nic_node(nic)
+    # a switch no test across has passed, failing for other node pairs too (a dead spine),
+    # explains what crossed it
+    rivals = {sw for sw, pairs in (dark or {}).items()
+              if sum(1 for p in pairs if node not in p) >= 2}
+    if rivals and switch_of is not None:
+        obs = [o for o in obs if not switch_of.get(o.test.test_id, frozenset()) & rivals]
     partners = _partners(node, obs)
     rounds = {o.test.round for o in obs}
     if (len(obs) < 3 or len(partners) < 2 or len(rounds) < 2 or node not in inf.good_nodes

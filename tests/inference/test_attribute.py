@@ -221,3 +221,27 @@ def test_failures_with_a_dead_partner_nic_and_one_glitch_do_not_convict():
     assert "node-001/mlx5_1" not in inf.bad_nics
     assert "node-001/mlx5_1" in inf.nic_suspects
     assert "found bad itself" in inf.nic_suspects["node-001/mlx5_1"].reason
+
+
+def test_a_switch_nothing_crossed_cleanly_is_a_rival_to_the_star():
+    """A NIC whose failures (three partners, three rounds) all crossed un-cleared links of a
+    spine that also failed for two node pairs without it, and that no passing test crossed:
+    the dead spine explains them (their links differ path by path, so no single link is on
+    every failing path). The star does not convict it; without the spine's other failures it
+    does."""
+    from fabriccheck.inference.attribute import Inference, _star
+
+    nic = "node-001/mlx5_0"
+    obs = []
+    for r, peer in ((1, "node-020"), (2, "node-030"), (3, "node-040")):
+        t = Test(f"r{r}-x", "ib_write_bw", ("node-001", peer),
+                 (Flow(nic, f"{peer}/mlx5_0"),), round=r, purpose="confirm")
+        obs.append(Observation(t, "fail", None, "Gb/s"))
+    inf = Inference()
+    inf.good_nodes |= {"node-001", "node-020", "node-030", "node-040"}
+    switch_of = {o.test.test_id: frozenset({"spine-2"}) for o in obs}
+    alone = {"spine-2": {frozenset({"node-001", p}) for p in ("node-020", "node-030")}}
+    assert _star(nic, obs, {}, inf, VIEW, 64, switch_of=switch_of, dark=alone)
+    dead = {"spine-2": alone["spine-2"] | {frozenset({"node-050", "node-060"}),
+                                           frozenset({"node-051", "node-061"})}}
+    assert _star(nic, obs, {}, inf, VIEW, 64, switch_of=switch_of, dark=dead) == ""
