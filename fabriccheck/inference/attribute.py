@@ -186,7 +186,7 @@ def infer(
                 rivalled += own
         elif comp[0] == "nic":
             _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned,
-                       passes_of.get(nic_node(comp[1]), ()),
+                       passes_of.get(nic_node(comp[1]), ()), cands_of=cands_of,
                        star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics,
                                   unsure=unsure, switch_of=switch_of, dark=dark))
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
@@ -207,7 +207,7 @@ def infer(
         v = inf.bad_nics.pop(nic)
         if own:
             _judge_nic(nic, own, inf, confirmed_min_fails, pinned,
-                       passes_of.get(nic_node(nic), ()),
+                       passes_of.get(nic_node(nic), ()), cands_of=cands_of,
                        star=_star(nic, own, cands_of, inf, view, n_nics, unsure=unsure,
                                   switch_of=switch_of, dark=dark))
         if nic not in inf.bad_nics:
@@ -221,9 +221,9 @@ def infer(
     _explained_by_bad_partners(by_comp, inf, confirmed_min_fails, pinned, passes_of)
     _co_suspects(fx.live, fx.cands, chosen, inf)
     for nic in inf.nic_suspects:
-        common = _common_links(by_comp.get(("nic", nic), []), cands_of)
-        if common:
-            inf.nic_rival_links[nic] = frozenset(common)
+        rivals = _rival_links(by_comp.get(("nic", nic), []), cands_of)
+        if rivals:
+            inf.nic_rival_links[nic] = rivals
     bad_links = {lk for g in inf.links if g.bad for lk in g.candidates}
     inf.flakiness = find_flaky(observations, view, inf.good_nodes, inf.good_nics, good_links,
                                fx.ambiguous | fx.shared, bad_links=bad_links)
@@ -462,7 +462,8 @@ def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
     link lies on all its failing paths (no link explains them as well) and no other device
     does (the partners differ); and noise cannot make that many failures in a row on any NIC
     of the run: ``glitch_rate ** k * n_nics < alpha`` (Bonferroni over the NICs tested, at
-    a glitch rate of 2 %, the noise the checks here allow). Failures whose path crosses an
+    a glitch rate of 2 %, the noise the checks here allow), nor the failures off the link on
+    most failing paths alone (that link explains the others). Failures whose path crosses an
     un-cleared link of a ``dark`` switch (no test across it passed, and it failed for two
     node pairs without this NIC's node: a dead spine, whose links differ path by path;
     ``dark`` maps such a switch to its failing node pairs, ``switch_of`` a test to the
@@ -483,9 +484,38 @@ def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
         return ""
     if _common_link(obs, cands_of, view, unsure):
         return ""
+    # the link on most failing paths explains those: the rest must be beyond noise alone
+    # (a half-speed uplink and one glitch on the one test that avoided it are not a NIC)
+    off = len(obs) - _most_on_one_link(obs, cands_of)
+    if glitch_rate ** off * max(1, n_nics) >= alpha:
+        return ""
     return (f"the only part common to {len(obs)} failures with {len(partners)} partners whose "
             f"nodes passed other tests, in {len(rounds)} rounds; no link lies on all its "
-            f"failing paths")
+            f"failing paths, and {off} avoided the link on most of them")
+
+
+def _link_counts(obs: Sequence[Observation], cands_of: Mapping[str, list[Comp]]
+                 ) -> dict[Any, int]:
+    """Un-cleared link -> how many of ``obs`` it lies on."""
+    count: dict[Any, int] = defaultdict(int)
+    for o in obs:
+        for kind, name in cands_of.get(o.test.test_id, ()):
+            if kind == "link":
+                count[name] += 1
+    return count
+
+
+def _most_on_one_link(obs: Sequence[Observation], cands_of: Mapping[str, list[Comp]]) -> int:
+    """How many of ``obs`` the un-cleared link on most of their paths lies on."""
+    return max(_link_counts(obs, cands_of).values(), default=0)
+
+
+def _rival_links(obs: Sequence[Observation], cands_of: Mapping[str, list[Comp]]
+                 ) -> frozenset:
+    """The un-cleared links on all of a suspect's failing paths but one at most (two or
+    more of them): they explain its failures as well, and a test off them separates."""
+    count = _link_counts(obs, cands_of)
+    return frozenset(lk for lk, k in count.items() if k >= 2 and len(obs) - k < 2)
 
 
 def _common_link(obs: list[Observation], cands_of: Mapping[str, list[Comp]],
@@ -508,11 +538,15 @@ def _common_links(obs: Sequence[Observation], cands_of: Mapping[str, list[Comp]]
 
 def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int,
                pinned: dict[str, str], node_passes: Sequence[Observation] = (),
-               star: str = "") -> None:
+               star: str = "", cands_of: Mapping[str, list[Comp]] | None = None) -> None:
     node = nic_node(nic)
     partners = _partners(node, obs)
     confirmed = any(o.test.purpose == "confirm" and pinned.get(o.test.test_id) == node
                     for o in obs)
+    # an un-cleared link on all its failing paths but one: that one alone (a glitch on the
+    # test that avoided the link?) convicts nothing; a second failure off the link does
+    most = _most_on_one_link(obs, cands_of) if cands_of is not None else 0
+    rival = most >= 2 and len(obs) - most < 2
     ids = tuple(o.test.test_id for o in obs)
     others = [o for o in node_passes if nic not in o.test.nics]
     other = (f"its node's other rails pass: {_values(others, 3)}" if others
@@ -526,7 +560,12 @@ def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: 
                   and pinned.get(o.test.test_id) == node]
     against = {x for o in pinned_obs for x in o.test.nics if x != nic} | {
         nic for o in pinned_obs if o.test.nics == (nic,)}
-    if len(partners) >= 2 and confirmed and len(obs) >= confirmed_min:
+    if rival:
+        inf.nic_suspects[nic] = Verdict(
+            "nic", nic, SUSPECT, f"{reason}; an un-cleared link lies on {most} of its "
+            f"{len(obs)} failing paths and explains them as well: needs another failure off "
+            f"that link", ids)
+    elif len(partners) >= 2 and confirmed and len(obs) >= confirmed_min:
         inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason, ids)
     elif len(against) >= 2 and len(obs) >= confirmed_min and others:
         why = (f"; failed against {len(against)} proven-good parts with nothing else left to "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fabriccheck.models import Flow, LinkKey, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
@@ -237,16 +237,24 @@ def _cross_rail_client(nic: str, b: RoundBuilder, good_nics: set[str],
     """``nic`` sends to a proven-good NIC of another rail whose route crosses none of
     ``avoid``: every same-rail route may share one cable (an InfiniBand up-route is chosen by
     the destination, and same-rail destinations can all hash to one spine), so only another
-    rail's destination leaves it. Into ``nic`` nothing helps: its own route down is fixed."""
+    rail's destination leaves it. Into ``nic`` nothing helps: its own route down is fixed.
+    A second such test, to another partner, runs in a wave after the round's tests (one
+    failure off the link could be a glitch; attribution wants two)."""
     view = b.view
     rail, node = view.topology.nics[nic].rail, nic_node(nic)
     others = sorted(x for x in good_nics if nic_node(x) != node
                     and view.topology.nics[x].rail != rail)
     random.Random(f"cross-rail:{nic}:{b.round_no}").shuffle(others)
-    for x in others[:tries]:
-        if view.flow_links(Flow(nic, x))[1] & avoid:
-            continue
+    fits = [x for x in others[:tries] if not view.flow_links(Flow(nic, x))[1] & avoid]
+    for i, x in enumerate(fits):
         if b.add_nic_flow(nic, x, "confirm") is not None:
+            wave = max((t.params.wave or 0 for t in b.tests), default=0) + 1
+            sub = RoundBuilder(b.round_no, view, b.spec, b.policy)
+            for y in fits[i + 1:]:
+                if nic_node(y) != nic_node(x) and (t := sub.add_nic_flow(nic, y, "confirm")):
+                    b.tests.append(replace(t, test_id=b._id(),
+                                           params={**dict(t.params), "wave": wave}))
+                    break
             return True
     return False
 
