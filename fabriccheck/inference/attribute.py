@@ -14,12 +14,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from fabriccheck.inference.beside_links import link_levels, split
 from fabriccheck.inference.flaky import Flakiness, binomial_tail, find_flaky
 from fabriccheck.inference.intra import is_solo, judge_intra
 from fabriccheck.inference.localize import LinkGroup, localize_links
+from fabriccheck.inference.nic_rivals import (
+    Comp,
+    most_on_one_link,
+    partners_of,
+    rival_links,
+    star_reason,
+)
 from fabriccheck.inference.peers import passed_like_peers
 from fabriccheck.models import (
     BAD,
@@ -35,7 +41,6 @@ from fabriccheck.models import (
 )
 from fabriccheck.topology.view import FabricView
 
-Comp = tuple[str, Any]  # ("node", name) | ("nic", endpoint) | ("link", Link)
 _PRIORITY = {"node": 0, "nic": 1, "link": 2}
 
 
@@ -187,7 +192,7 @@ def infer(
         elif comp[0] == "nic":
             _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned,
                        passes_of.get(nic_node(comp[1]), ()), cands_of=cands_of,
-                       star=_star(comp[1], by_comp[comp], cands_of, inf, view, n_nics,
+                       star=star_reason(comp[1], by_comp[comp], cands_of, inf, view, n_nics,
                                   unsure=unsure, switch_of=switch_of, dark=dark))
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
@@ -208,7 +213,7 @@ def infer(
         if own:
             _judge_nic(nic, own, inf, confirmed_min_fails, pinned,
                        passes_of.get(nic_node(nic), ()), cands_of=cands_of,
-                       star=_star(nic, own, cands_of, inf, view, n_nics, unsure=unsure,
+                       star=star_reason(nic, own, cands_of, inf, view, n_nics, unsure=unsure,
                                   switch_of=switch_of, dark=dark))
         if nic not in inf.bad_nics:
             cable = link_name(next(iter(aside.values())))
@@ -221,7 +226,7 @@ def infer(
     _explained_by_bad_partners(by_comp, inf, confirmed_min_fails, pinned, passes_of)
     _co_suspects(fx.live, fx.cands, chosen, inf)
     for nic in inf.nic_suspects:
-        rivals = _rival_links(by_comp.get(("nic", nic), []), cands_of)
+        rivals = rival_links(by_comp.get(("nic", nic), []), cands_of)
         if rivals:
             inf.nic_rival_links[nic] = rivals
     bad_links = {lk for g in inf.links if g.bad for lk in g.candidates}
@@ -389,10 +394,6 @@ def _pinned(live: list[Observation], cands: list[list[Comp]]) -> dict[str, str]:
     return out
 
 
-def _partners(node: str, obs: Sequence[Observation]) -> set[str]:
-    return {n for o in obs for n in o.test.nodes if n != node}
-
-
 def _uncleared_switches(fx: _Failures, view: FabricView, good_links: set[LinkKey]
                         ) -> dict[str, frozenset[str]]:
     """Failing test id -> the switches of the links on its path(s) no passing test cleared."""
@@ -422,7 +423,7 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
                 confirmed_min: int, pinned: dict[str, str],
                 shared: set[str] | frozenset[str] = frozenset(), rival: str | None = None,
                 ) -> None:
-    partners = _partners(node, obs)
+    partners = partners_of(node, obs)
     # without confirmation only failures against partners whose NICs passed elsewhere count
     # (a node paired with faulty partners on every rail in round 1 is no culprit), and none
     # that may be ECMP contention
@@ -447,105 +448,16 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
         inf.node_suspects[node] = Verdict("node", node, SUSPECT, reason + why, ids)
 
 
-def _star(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Comp]],
-          inf: Inference, view: FabricView, n_nics: int, glitch_rate: float = 0.02,
-          alpha: float = 0.01, unsure: set[str] | frozenset[str] = frozenset(),
-          switch_of: Mapping[str, frozenset[str]] | None = None,
-          dark: Mapping[str, set[frozenset[str]]] | None = None) -> str:
-    """Why ``nic`` is the only part that explains its failures, or "" when it is not.
-
-    For jobs too small for a proven-good partner on the NIC's rail (every same-rail NIC in
-    scope met only the suspect): the failures form a star around it. It never passed; it
-    failed with at least two partners in at least two rounds; every partner's node passed
-    other tests; at least three failures; its own node's other rails passed (so not the
-    node); no single un-cleared
-    link lies on all its failing paths (no link explains them as well) and no other device
-    does (the partners differ); and noise cannot make that many failures in a row on any NIC
-    of the run: ``glitch_rate ** k * n_nics < alpha`` (Bonferroni over the NICs tested, at
-    a glitch rate of 2 %, the noise the checks here allow), nor the failures off the link on
-    most failing paths alone (that link explains the others). Failures whose path crosses an
-    un-cleared link of a ``dark`` switch (no test across it passed, and it failed for two
-    node pairs without this NIC's node: a dead spine, whose links differ path by path;
-    ``dark`` maps such a switch to its failing node pairs, ``switch_of`` a test to the
-    switches of its un-cleared links) are the switch's to explain and are not counted.
-    """
-    node = nic_node(nic)
-    # a switch no test across has passed, failing for other node pairs too (a dead spine),
-    # explains what crossed it
-    rivals = {sw for sw, pairs in (dark or {}).items()
-              if sum(1 for p in pairs if node not in p) >= 2}
-    if rivals and switch_of is not None:
-        obs = [o for o in obs if not switch_of.get(o.test.test_id, frozenset()) & rivals]
-    partners = _partners(node, obs)
-    rounds = {o.test.round for o in obs}
-    if (len(obs) < 3 or len(partners) < 2 or len(rounds) < 2 or node not in inf.good_nodes
-            or not partners <= inf.good_nodes
-            or glitch_rate ** len(obs) * max(1, n_nics) >= alpha):
-        return ""
-    if _common_link(obs, cands_of, view, unsure):
-        return ""
-    # the link on most failing paths explains those: the rest must be beyond noise alone
-    # (a half-speed uplink and one glitch on the one test that avoided it are not a NIC)
-    off = len(obs) - _most_on_one_link(obs, cands_of)
-    if glitch_rate ** off * max(1, n_nics) >= alpha:
-        return ""
-    return (f"the only part common to {len(obs)} failures with {len(partners)} partners whose "
-            f"nodes passed other tests, in {len(rounds)} rounds; no link lies on all its "
-            f"failing paths, and {off} avoided the link on most of them")
-
-
-def _link_counts(obs: Sequence[Observation], cands_of: Mapping[str, list[Comp]]
-                 ) -> dict[Any, int]:
-    """Un-cleared link -> how many of ``obs`` it lies on."""
-    count: dict[Any, int] = defaultdict(int)
-    for o in obs:
-        for kind, name in cands_of.get(o.test.test_id, ()):
-            if kind == "link":
-                count[name] += 1
-    return count
-
-
-def _most_on_one_link(obs: Sequence[Observation], cands_of: Mapping[str, list[Comp]]) -> int:
-    """How many of ``obs`` the un-cleared link on most of their paths lies on."""
-    return max(_link_counts(obs, cands_of).values(), default=0)
-
-
-def _rival_links(obs: Sequence[Observation], cands_of: Mapping[str, list[Comp]]
-                 ) -> frozenset:
-    """The un-cleared links on all of a suspect's failing paths but one at most (two or
-    more of them): they explain its failures as well, and a test off them separates."""
-    count = _link_counts(obs, cands_of)
-    return frozenset(lk for lk, k in count.items() if k >= 2 and len(obs) - k < 2)
-
-
-def _common_link(obs: list[Observation], cands_of: Mapping[str, list[Comp]],
-                 view: FabricView, unsure: set[str] | frozenset[str] = frozenset()) -> bool:
-    """Whether one un-cleared link may lie on every failing path of ``obs`` (on RoCE any link
-    of a flow's ECMP set may be the one it took: a link on every set could explain them
-    all, so it blocks). A failure that may be ECMP contention (``unsure``: its links were
-    set aside) blocks too: a link may well explain it."""
-    if any(o.test.test_id in unsure for o in obs):
-        return True
-    return bool(_common_links(obs, cands_of))
-
-
-def _common_links(obs: Sequence[Observation], cands_of: Mapping[str, list[Comp]]) -> set:
-    """The un-cleared links on every failing path of ``obs`` (none for no failure)."""
-    links = [{name for kind, name in cands_of.get(o.test.test_id, ()) if kind == "link"}
-             for o in obs]
-    return set.intersection(*links) if links else set()
-
-
 def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: int,
                pinned: dict[str, str], node_passes: Sequence[Observation] = (),
                star: str = "", cands_of: Mapping[str, list[Comp]] | None = None) -> None:
     node = nic_node(nic)
-    partners = _partners(node, obs)
+    partners = partners_of(node, obs)
     confirmed = any(o.test.purpose == "confirm" and pinned.get(o.test.test_id) == node
                     for o in obs)
     # an un-cleared link on all its failing paths but one: that one alone (a glitch on the
     # test that avoided the link?) convicts nothing; a second failure off the link does
-    most = _most_on_one_link(obs, cands_of) if cands_of is not None else 0
+    most = most_on_one_link(obs, cands_of) if cands_of is not None else 0
     rival = most >= 2 and len(obs) - most < 2
     ids = tuple(o.test.test_id for o in obs)
     others = [o for o in node_passes if nic not in o.test.nics]
@@ -607,7 +519,7 @@ def _attribute_hangs(hangs: list[Observation], inf: Inference) -> None:
             if n not in inf.completed and n not in inf.unreachable:
                 by_node[n].append(o)
     for node, obs in sorted(by_node.items()):
-        partners = _partners(node, obs)
+        partners = partners_of(node, obs)
         ids = tuple(o.test.test_id for o in obs)
         reason = (f"{len(obs)} test(s) hung (killed at timeout) with {len(partners)} partner(s) "
                   f"({listing(sorted(partners))}); it finished no test")

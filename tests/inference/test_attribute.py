@@ -229,7 +229,8 @@ def test_a_switch_nothing_crossed_cleanly_is_a_rival_to_the_star():
     the dead spine explains them (their links differ path by path, so no single link is on
     every failing path). The star does not convict it; without the spine's other failures it
     does."""
-    from fabriccheck.inference.attribute import Inference, _star
+    from fabriccheck.inference.attribute import Inference
+    from fabriccheck.inference.nic_rivals import star_reason as _star
 
     nic = "node-001/mlx5_0"
     obs = []
