@@ -7,6 +7,7 @@ apart: a NIC runs at most one test at a time and a collective owns its nodes out
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from fabriccheck.models import Flow, ProbeParams, Purpose, Test
 from fabriccheck.planning.pinning import pinned_ports
@@ -51,6 +52,20 @@ class RoundBuilder:
 
     def _id(self) -> str:
         return f"r{self.round_no}-{len(self.tests) + 1:05d}"
+
+    def next_wave(self) -> int:
+        """The first wave after every wave the round's tests so far run in (``params.wave``;
+        the round's own tests are wave 0)."""
+        return max((t.params.wave or 0 for t in self.tests), default=0) + 1
+
+    def add_in_wave(self, test: Test, wave: int, **params: object) -> Test:
+        """``test``, planned on a builder of its own (its resources apart from the round's),
+        as this round's test in ``wave``, with ``params`` set (a wave runs after the one
+        before: :func:`fabriccheck.orchestrator.run_waves`)."""
+        test = replace(test, test_id=self._id(),
+                       params={**dict(test.params), **params, "wave": wave})
+        self.tests.append(test)
+        return test
 
     @property
     def timeout_s(self) -> float:

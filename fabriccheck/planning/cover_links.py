@@ -11,7 +11,6 @@ still uncrossed at the end is listed as untested (exit 3), never passed over.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fabriccheck.inference.attribute import Inference
@@ -46,7 +45,7 @@ def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
     # NIC of their nodes, and a link left uncrossed must not wait for the ladder's end); a
     # wave gives each NIC one flow and each link one, so a fabric with many links left
     # (odd leaf counts) takes up to COVER_WAVES of them
-    first = max((t.params.wave or 0 for t in b.tests), default=0) + 1
+    first = b.next_wave()
     reach = LinkReach(view, nics, seed=ctx.policy.seed + b.round_no)
     added = 0
     todo = [lk for lk in left if tries.get(_try_key(lk), 0) < 2]
@@ -61,7 +60,7 @@ def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
             if t is None:
                 rest.append(lk)
                 continue
-            b.tests.append(replace(t, test_id=b._id(), params={**dict(t.params), "wave": wave}))
+            b.add_in_wave(t, wave)
             tries[_try_key(lk)] = tries.get(_try_key(lk), 0) + 1
             busy.update(got)  # type: ignore[arg-type]
             added += 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from fabriccheck.models import Flow, LinkKey, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
@@ -245,15 +245,13 @@ def _cross_rail_client(nic: str, b: RoundBuilder, good_nics: set[str],
     others = sorted(x for x in good_nics if nic_node(x) != node
                     and view.topology.nics[x].rail != rail)
     random.Random(f"cross-rail:{nic}:{b.round_no}").shuffle(others)
-    fits = [x for x in others[:tries] if not view.flow_links(Flow(nic, x))[1] & avoid]
+    fits = [x for x in others[:tries] if not view.route_links(nic, x) & avoid]
     for i, x in enumerate(fits):
         if b.add_nic_flow(nic, x, "confirm") is not None:
-            wave = max((t.params.wave or 0 for t in b.tests), default=0) + 1
             sub = RoundBuilder(b.round_no, view, b.spec, b.policy)
             for y in fits[i + 1:]:
                 if nic_node(y) != nic_node(x) and (t := sub.add_nic_flow(nic, y, "confirm")):
-                    b.tests.append(replace(t, test_id=b._id(),
-                                           params={**dict(t.params), "wave": wave}))
+                    b.add_in_wave(t, b.next_wave())
                     break
             return True
     return False
@@ -263,9 +261,7 @@ def _route_crosses(view: FabricView, src: str, dst: str, rail: int,
                    links: Collection[LinkKey]) -> bool:
     """Whether the flow from ``src`` to ``dst`` on ``rail`` may cross one of ``links``."""
     a, z = view.rails_of[src].get(rail), view.rails_of[dst].get(rail)
-    if a is None or z is None:
-        return False
-    return bool(view.flow_links(Flow(a, z))[1] & set(links))
+    return a is not None and z is not None and bool(view.route_links(a, z) & set(links))
 
 
 def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set[str],

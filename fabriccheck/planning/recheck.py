@@ -20,7 +20,6 @@ path over a flapping link, then spoils one block's samples, not all of them, and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from fabriccheck.models import Link, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
@@ -86,7 +85,7 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
                 if part in aimed:
                     continue
                 for t in tests[:max(0, need[part])]:
-                    b.tests.append(_sample(t, b._id(), part, wave, b.policy.recheck_duration_s))
+                    _sample(b, t, part, wave)
                     need[part] -= 1
                     made += 1
                     if part in proven and set(t.nics) - {part} <= good_nics:
@@ -114,7 +113,7 @@ def _spread_aimed(b: RoundBuilder, aimed: Mapping[str, Sequence[Test]], need: di
                 continue
             busy |= ends
             t = tests[turn % len(tests)]
-            b.tests.append(_sample(t, b._id(), part, wave, b.policy.recheck_duration_s))
+            _sample(b, t, part, wave)
             need[part] -= 1
             made += 1
         wave += 1
@@ -137,7 +136,7 @@ def plan_topup(b: RoundBuilder, nics: Sequence[str], counts: Mapping[str, int],
     rings: dict[tuple[str, int], list[str]] = {}
     for x in sorted(nics):
         rings.setdefault((topo.attachment.get(x, ""), topo.nics[x].rail), []).append(x)
-    first = max((t.params.wave or 0 for t in b.tests), default=0) + 1
+    first = b.next_wave()
     made = 0
     for w in range(-(-max(need.values()) // 2)):
         sub = RoundBuilder(b.round_no, b.view, b.spec, b.policy)
@@ -152,9 +151,7 @@ def plan_topup(b: RoundBuilder, nics: Sequence[str], counts: Mapping[str, int],
                 t = sub.add_flow(nic_node(src), nic_node(dst), rail, "sweep")
                 if t is None:
                     continue
-                p = {**dict(t.params), "duration_s": b.policy.recheck_duration_s,
-                     "wave": first + w}
-                b.tests.append(replace(t, test_id=b._id(), params=p))
+                b.add_in_wave(t, first + w, duration_s=b.policy.recheck_duration_s)
                 made += 1
                 for x in (src, dst):
                     need[x] = need.get(x, 0) - 1
@@ -217,6 +214,6 @@ def _block(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], pool: Go
     return groups
 
 
-def _sample(t: Test, test_id: str, part: str, wave: int, duration_s: float) -> Test:
-    p = {**dict(t.params), "recheck_of": part, "duration_s": duration_s, "wave": wave}
-    return replace(t, test_id=test_id, params=p)
+def _sample(b: RoundBuilder, t: Test, part: str, wave: int) -> Test:
+    """A recheck sample of ``part``: a short test in ``wave``."""
+    return b.add_in_wave(t, wave, recheck_of=part, duration_s=b.policy.recheck_duration_s)
