@@ -12,7 +12,7 @@ evidence (see :func:`infer`); otherwise it is a **suspect** and the planner conf
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from fabriccheck.inference.beside_links import link_levels, split
@@ -180,6 +180,13 @@ def infer(
     unsure = set(fx.ambiguous) | set(fx.shared)  # possible ECMP contention
     n_nics = len({x for o in observations for x in o.test.nics})
     rivalled: list[Observation] = []  # a suspect node's failures a switch explains as well
+
+    def judge_nic(nic: str, obs: list[Observation]) -> None:
+        _judge_nic(nic, obs, inf, confirmed_min_fails, pinned, passes_of.get(nic_node(nic), ()),
+                   cands_of=cands_of,
+                   star=star_reason(nic, obs, cands_of, inf, view, n_nics, unsure=unsure,
+                                    switch_of=switch_of, dark=dark))
+
     devices = {nic_node(c[1]) for c in chosen.values() if c[0] != "link"}
     for comp in sorted(set(chosen.values())):
         if comp[0] == "node":
@@ -190,10 +197,7 @@ def infer(
             if rival and comp[1] in inf.node_suspects:
                 rivalled += own
         elif comp[0] == "nic":
-            _judge_nic(comp[1], by_comp[comp], inf, confirmed_min_fails, pinned,
-                       passes_of.get(nic_node(comp[1]), ()), cands_of=cands_of,
-                       star=star_reason(comp[1], by_comp[comp], cands_of, inf, view, n_nics,
-                                  unsure=unsure, switch_of=switch_of, dark=dark))
+            judge_nic(comp[1], by_comp[comp])
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
                 for i, (o, c) in enumerate(zip(fx.live, fx.cands, strict=True))
@@ -209,19 +213,10 @@ def infer(
         own, aside = split(by_comp.get(("nic", nic), []), levels, view)
         if not aside:
             continue
-        v = inf.bad_nics.pop(nic)
-        if own:
-            _judge_nic(nic, own, inf, confirmed_min_fails, pinned,
-                       passes_of.get(nic_node(nic), ()), cands_of=cands_of,
-                       star=star_reason(nic, own, cands_of, inf, view, n_nics, unsure=unsure,
-                                  switch_of=switch_of, dark=dark))
-        if nic not in inf.bad_nics:
-            cable = link_name(next(iter(aside.values())))
-            inf.nic_suspects[nic] = Verdict(
-                "nic", nic, SUSPECT,
-                f"{v.reason}; {len(aside)} of those failures crossed {cable}, found bad, "
-                f"which explains them (their values are not below its own), and the rest do "
-                f"not convict it alone: needs confirmation", v.evidence)
+        _rejudge(nic, own, inf, judge_nic,
+                 f"{len(aside)} of those failures crossed "
+                 f"{link_name(next(iter(aside.values())))}, found bad, which explains them "
+                 f"(their values are not below its own)")
         by_comp[("nic", nic)] = own
     _explained_by_bad_partners(by_comp, inf, confirmed_min_fails, pinned, passes_of)
     _co_suspects(fx.live, fx.cands, chosen, inf)
@@ -501,15 +496,24 @@ def _explained_by_bad_partners(by_comp: dict, inf: Inference, confirmed_min: int
         own = [o for o in obs if not (set(o.test.nics) - {nic}) & set(inf.bad_nics)]
         if not obs or len(own) == len(obs):
             continue
-        v = inf.bad_nics.pop(nic)
-        if own:
-            _judge_nic(nic, own, inf, confirmed_min, pinned, passes_of.get(nic_node(nic), ()))
-        if nic not in inf.bad_nics:
-            shared = len(obs) - len(own)
-            inf.nic_suspects[nic] = Verdict(
-                "nic", nic, SUSPECT,
-                f"{v.reason}; {shared} of those failures were with a NIC found bad itself, "
-                f"and the rest do not convict it alone: needs confirmation", v.evidence)
+        _rejudge(nic, own, inf,
+                 lambda n, rest: _judge_nic(n, rest, inf, confirmed_min, pinned,
+                                            passes_of.get(nic_node(n), ())),
+                 f"{len(obs) - len(own)} of those failures were with a NIC found bad itself")
+
+
+def _rejudge(nic: str, own: list[Observation], inf: Inference,
+             judge: Callable[[str, list[Observation]], None], why: str) -> None:
+    """A NIC found bad judged again on ``own``, its failures that nothing else explains
+    (``why`` says what explains the rest); a suspect when they do not convict it alone."""
+    v = inf.bad_nics.pop(nic)
+    if own:
+        judge(nic, own)
+    if nic not in inf.bad_nics:
+        inf.nic_suspects[nic] = Verdict(
+            "nic", nic, SUSPECT,
+            f"{v.reason}; {why}, and the rest do not convict it alone: needs confirmation",
+            v.evidence)
 
 
 def _attribute_hangs(hangs: list[Observation], inf: Inference) -> None:

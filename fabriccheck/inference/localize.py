@@ -240,7 +240,7 @@ def _switch_pass(groups: list[LinkGroup], gots: list[set[int]],
     out = list(groups)
     for sw, ks in at.items():
         if dark is not None and sw in dark:
-            out = _dead_switch(out, gots, link_obs, sw, ks, min_probe_pairs)
+            out = _dead_switch(out, gots, link_obs, sw, ks, min_probe_pairs, min_links)
             continue
         if not ib or single_at[sw] < min_links:
             continue
