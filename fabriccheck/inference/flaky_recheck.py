@@ -77,10 +77,45 @@ def decide_rechecked(fl: Flakiness, samples: dict[str, list[Observation]], alpha
             fl.recheck_nics.pop(part, None)
             fl.undecided[part] = Verdict("nic", part, State.SUSPECT, why, (), None)
     _explain_away_nics(j, nics, judged, samples, latest, in_round)
+    _pooled_partners(j, {p: fresh[p] for p in nics})
     # the partner that failed a part's samples beyond noise is the next one to recheck
     for nic, k in sorted(j.suspects.items()):
         if nic not in samples and nic not in fl.flaky:
             fl.recheck_nics[nic] = fl.recheck_nics.get(nic, 0) + k
+
+
+def _pooled_partners(j: _Judge, fresh: dict[str, list[Observation]]) -> None:
+    """A partner NIC whose samples with *several* rechecked NICs fail beyond noise, pooled:
+    the NICs it was sampling were cleared (or left undecided) on the rest of their samples,
+    each failing a few times with it, too few for any one of them to set it aside (a NIC
+    failing one test in three spoils a part's one block of samples, 3 of 16). Pooled over the
+    parts, its failures are no glitch: it is a suspect (listed, never a silent pass) and the
+    next NIC to recheck. Samples of parts found flaky do not count (they failed for the
+    part); Bonferroni over the partners seen."""
+    fl = j.fl
+    by: dict[str, list[tuple[str, Observation]]] = defaultdict(list)
+    for part, obs in fresh.items():
+        if part in fl.flaky:
+            continue
+        for o in obs:
+            for x in set(o.test.nics) - {part}:
+                by[x].append((part, o))
+    m = max(1, len(by))
+    for x, got in sorted(by.items()):
+        if x in fresh or x in fl.flaky:
+            continue
+        fails = [(part, o) for part, o in got if o.status == FAIL]
+        with_parts = {part for part, _ in fails}
+        p = binomial_tail(len(fails), len(got), j.rate)
+        if len(fails) < 2 or len(with_parts) < 2 or p >= j.alpha / m:
+            continue
+        why = (f"failed {len(fails)} of {len(got)} recheck samples of {len(with_parts)} other "
+               f"NICs as their partner ({', '.join(sorted(with_parts))}); noise at a glitch "
+               f"rate of {100 * j.rate:.1f}% explains that with p={p:.1g} (Bonferroni over "
+               f"{m} partners): needs its own recheck")
+        fl.undecided[x] = Verdict("nic", x, State.SUSPECT, why,
+                                  tuple(o.test.test_id for _, o in fails), None)
+        j.suspects[x] = j.suspects.get(x, 0) + len(fails)
 
 
 def _key(part: str) -> Link:
