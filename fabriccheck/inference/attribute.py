@@ -198,6 +198,11 @@ def infer(
                 rivalled += own
         elif comp[0] == "nic":
             judge_nic(comp[1], by_comp[comp])
+    for nic in sorted(inf.nic_suspects):  # a NIC held a suspect by a cable on its paths
+        own = by_comp.get(("nic", nic), [])
+        if rivals := rival_links(own, cands_of):
+            rivalled += [o for o in own if any(kind == "link" and name in rivals
+                                               for kind, name in cands_of[o.test.test_id])]
     rival_ids = {o.test.test_id for o in rivalled}  # both hypotheses stay open: say both
     link_obs = [(o, [x[1] for x in c if x[0] == "link"])
                 for i, (o, c) in enumerate(zip(fx.live, fx.cands, strict=True))

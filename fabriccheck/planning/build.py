@@ -6,8 +6,9 @@ apart: a NIC runs at most one test at a time and a collective owns its nodes out
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from fabriccheck.models import Flow, ProbeParams, Purpose, Test
 from fabriccheck.planning.pinning import pinned_ports
@@ -15,6 +16,10 @@ from fabriccheck.policy import PAIR_PROBES, SweepPolicy
 from fabriccheck.specs import TestSpec
 from fabriccheck.topology.view import FabricView
 
+T = TypeVar("T")
+
+#: overflow waves a round may add for tests that found their NICs or links taken
+OVERFLOW_WAVES = 2
 
 def ring_flows(nodes: Sequence[str], rails: Sequence[int], view: FabricView) -> tuple[Flow, ...]:
     """The ring edges of a collective over ``nodes``: ``n_i/rail -> n_(i+1)/rail`` per rail.
@@ -49,6 +54,8 @@ class RoundBuilder:
 
         #: follow-up flows that cross leaves must not share links either (IB: exact routes)
         self.budget = CrossBudget(view, policy.roce_cross_share)
+        #: the round's overflow waves (:meth:`in_later_wave`): builder, wave once it has a test
+        self._later: list[tuple[RoundBuilder, int | None]] = []
 
     def _id(self) -> str:
         return f"r{self.round_no}-{len(self.tests) + 1:05d}"
@@ -66,6 +73,30 @@ class RoundBuilder:
                        params={**dict(test.params), **params, "wave": wave})
         self.tests.append(test)
         return test
+
+    def in_later_wave(self, plan: Callable[[RoundBuilder], T]) -> T | None:
+        """``plan`` run on the builder of one of the round's overflow waves, whose tests run
+        after the round's tests so far: for a test whose NICs or links the round has given
+        away (a second probe of a link whose one free direction a confirmation took, a
+        suspect's confirmation when the leaf's only route out is taken). The round's
+        inference still sees it, a round sooner than planning it next round. The first
+        overflow wave where ``plan`` returns something truthy takes it; each keeps its tests'
+        resources apart; at most :data:`OVERFLOW_WAVES` (then None: the next round)."""
+        for i in range(OVERFLOW_WAVES):
+            if i == len(self._later):
+                self._later.append((RoundBuilder(self.round_no, self.view, self.spec,
+                                                 self.policy), None))
+            sub, wave = self._later[i]
+            n = len(sub.tests)
+            out = plan(sub)
+            if len(sub.tests) > n and wave is None:
+                wave = self.next_wave()
+                self._later[i] = (sub, wave)
+            for t in sub.tests[n:]:
+                self.add_in_wave(t, wave or 1)
+            if out:
+                return out
+        return None
 
     @property
     def timeout_s(self) -> float:

@@ -17,11 +17,15 @@ from fabriccheck.inference.attribute import Inference
 from fabriccheck.inference.link_cover import crossed_links, ladder_tests_links
 from fabriccheck.models import nic_node
 from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.followup import plan_roce_sampling
 from fabriccheck.run_history import RunHistory
 from fabriccheck.topology.link_reach import LinkReach
 
 #: waves of cover flows a round carries at most
 COVER_WAVES = 3
+#: the ``tries`` entry counting the run's RoCE sampling batches (``SAMPLED + "@"``: the round
+#: of the last one)
+SAMPLED = "roce:sampled"
 
 if TYPE_CHECKING:  # the planner imports this module; the type only annotates
     from fabriccheck.planning.planner import RunContext
@@ -32,9 +36,10 @@ def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
     """Add to ``b`` one flow per uncrossed switch link that finds free NICs (sweeps on
     InfiniBand only; each link at most twice). Returns the number of flows added."""
     view = ctx.view
-    if (view.fabric != "infiniband" or ctx.mode != "sweep"
-            or not ladder_tests_links(ctx.policy.levels)):
+    if ctx.mode != "sweep" or not ladder_tests_links(ctx.policy.levels):
         return 0
+    if view.fabric != "infiniband":
+        return _sample_roce(ctx, inf, b, tries)
     left = sorted(view.switch_links - crossed_links(view, history.observations))
     if not left:
         return 0
@@ -68,6 +73,33 @@ def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
             break
         todo = rest
     return added
+
+
+def _sample_roce(ctx: RunContext, inf: Inference, b: RoundBuilder,
+                 tries: dict[str, int]) -> int:
+    """RoCE with learned paths: the first follow-up round's sampling batch (every leaf pair
+    of a matching, every rail: :func:`~fabriccheck.planning.followup.plan_roce_sampling`)
+    in a wave of its own, so it rides the ladder's collective rounds. The two rail-pair
+    rounds give a small leaf's few NICs a handful of cross-leaf flows, each on one of many
+    equal-cost uplinks: an eighth of a 256-node fabric's links were never crossed, and a
+    half-speed uplink waited for the ladder's end (round 9). Counts as one of the run's
+    ``roce_sample_rounds``; the round's own sampling (after the ladder) skips a round that
+    has one."""
+    pol = ctx.policy
+    if (not ctx.learns_paths or not pol.localize or not pol.roce_sample_flows
+            or tries.get(SAMPLED, 0) > 0):
+        return 0
+    blamed = inf.blamed_nodes
+    good = {x for x in inf.good_nics if nic_node(x) not in blamed}
+    sub = RoundBuilder(b.round_no, ctx.view, b.spec, b.policy)
+    made = plan_roce_sampling(sub, good, seed=pol.seed, per_way=pol.roce_sample_flows)
+    if made:
+        wave = b.next_wave()
+        for t in sub.tests:
+            b.add_in_wave(t, wave)
+        tries[SAMPLED] = tries.get(SAMPLED, 0) + 1
+        tries[SAMPLED + "@"] = b.round_no
+    return made
 
 
 def _try_key(lk: tuple[str, str]) -> str:

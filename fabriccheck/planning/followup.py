@@ -164,7 +164,7 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
                      local: Sequence[str] = (), met: frozenset[str] = frozenset(),
                      directions: Sequence[str] = ("client", "server"),
                      used: set[str] | None = None, proven: bool = False,
-                     avoid: Collection[LinkKey] = ()) -> int:
+                     avoid: Collection[LinkKey] = (), later: bool = False) -> int:
     """Client and server tests of a suspect NIC against known-good same-leaf partners.
 
     ``directions`` lets the caller give every suspect its client test before any gets its
@@ -177,6 +177,7 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
     suspect so far, which explain its failures as well as the NIC does (an InfiniBand route
     is fixed per destination: every partner so far may have come over one cable); a partner
     whose route crosses none of them is preferred, so the test separates the two.
+    ``later``: a test the round has no partner for runs in an overflow wave of the round.
     """
     node = nic_node(nic)
     rail = b.view.topology.nics[nic].rail
@@ -185,7 +186,7 @@ def plan_nic_confirm(nic: str, b: RoundBuilder, pool: GoodPool, good_nics: set[s
     used.add(node)
     for direction in directions:
         made += _confirm_against_one(nic, rail, direction, b, pool, good_nics, used, local, met,
-                                     proven, avoid)
+                                     proven, avoid, later)
     return made
 
 
@@ -196,13 +197,30 @@ _PARTNER_TRIES = 6
 def _confirm_against_one(nic: str, rail: int, direction: str, b: RoundBuilder, pool: GoodPool,
                          good_nics: set[str], taken: set[str], local: Sequence[str],
                          met: frozenset[str], proven: bool = False,
-                         avoid: Collection[LinkKey] = ()) -> int:
+                         avoid: Collection[LinkKey] = (), later: bool = False) -> int:
     """One confirmation test of ``nic`` (``direction``: it is the client or the server)
     against a known-good partner not in ``taken``; a partner across leaves may find its links
     taken this round, so up to :data:`_PARTNER_TRIES` are tried (the suspect's own leaf after
     three). With ``avoid``, partners whose route crosses one of those links are passed over
-    first (as many again are tried), then taken if nothing else fits. Adds the partner to
-    ``taken``; returns 1 when a test was planned, else 0."""
+    first (as many again are tried), then taken if nothing else fits. ``later``: when the
+    round has no partner left (a two-node leaf's suspects share its one route in), the test
+    runs in one of the round's overflow waves (:meth:`RoundBuilder.in_later_wave`). Adds the
+    partner to ``taken``; returns 1 when a test was planned, else 0."""
+    got = _confirm_on(nic, rail, direction, b, pool, good_nics, taken, local, met, proven,
+                      avoid)
+    if got or not later:
+        return got
+    return b.in_later_wave(lambda sb: _confirm_on(nic, rail, direction, sb, pool, good_nics,
+                                                  taken, local, met, proven, avoid,
+                                                  cross_rail=False)) or 0
+
+
+def _confirm_on(nic: str, rail: int, direction: str, b: RoundBuilder, pool: GoodPool,
+                good_nics: set[str], taken: set[str], local: Sequence[str],
+                met: frozenset[str], proven: bool = False, avoid: Collection[LinkKey] = (),
+                cross_rail: bool = True) -> int:
+    """The search of :func:`_confirm_against_one` on ``b`` (``cross_rail``: a test to
+    another rail's NIC, two waves, may stand in for a same-rail one)."""
     node = nic_node(nic)
     way = "rx" if direction == "client" else "tx"  # what the partner's NIC does
     tried: set[str] = set()
@@ -222,7 +240,8 @@ def _confirm_against_one(nic: str, rail: int, direction: str, b: RoundBuilder, p
             taken.add(partner)
             return 1
         tried.add(partner)
-    if shunned and direction == "client" and _cross_rail_client(nic, b, good_nics, avoid):
+    if (shunned and direction == "client" and cross_rail
+            and _cross_rail_client(nic, b, good_nics, avoid)):
         return 1
     for partner in shunned:  # nothing separates the two this round: a plain confirmation
         client, server = (node, partner) if direction == "client" else (partner, node)
@@ -305,6 +324,7 @@ def plan_link_probes(
     avoid: Sequence[LinkKey] = (),
     cleared: Collection[LinkKey] = (),
     suspected: Collection[LinkKey] = (),
+    later: bool = True,
 ) -> int:
     """Localization tests for one candidate set of links.
 
@@ -324,6 +344,10 @@ def plan_link_probes(
     counts towards convicting it (a probe that also crosses an uncleared link of another
     leaf waits for that link to be cleared, rounds later). ``suspected``: links of other
     candidate sets; a flow across one of them clears nothing (see :func:`_clear_beside`).
+    ``later``: a probe the round has no route left for (a confirmation took the one
+    direction of the link it can use) runs in one of the round's overflow waves
+    (:meth:`RoundBuilder.in_later_wave`), not a round later; off for a builder whose tests
+    the caller lays out in waves itself (the recheck's blocks).
     RoCE: fresh flows between the two leaves (see :func:`_roce_leaf_probes`).
     """
     made = 0
@@ -338,20 +362,26 @@ def plan_link_probes(
     ends = {n for _, s, d in flows for n in (s, d)}
     fresh = good_nics - ends
     for link in candidates[:8]:
-        for _ in range(per_link):
-            t = None
+
+        def probe(bb: RoundBuilder, link: LinkKey = link) -> int:
             for pool, shunned in ((fresh, shun), (good_nics, shun), (fresh, set(candidates)),
                                   (good_nics, set(candidates))):
                 if shunned is not shun and not avoid:
                     break  # no rivals: the second half would repeat the first
-                t = _probe_one(link, shunned, b, pool, seen, rng, search_limit, cleared)
+                t = _probe_one(link, shunned, bb, pool, seen, rng, search_limit, cleared)
                 if t is not None:
-                    break
-            if t is None:
+                    seen.add(frozenset(t.nodes))  # the next probe: another node pair
+                    return 1 + _clear_beside(t, link, shunned, bb, pool, seen, rng,
+                                             search_limit, cleared, suspected)
+            return 0
+
+        for _ in range(per_link):
+            # the round's routes across the link may be taken (a confirmation of a NIC
+            # under it): the probe then runs in the round's overflow wave
+            got = probe(b) or (later and b.in_later_wave(probe)) or 0
+            if not got:
                 break
-            seen.add(frozenset(t.nodes))  # the next probe of this link: another node pair
-            made += 1 + _clear_beside(t, link, shunned, b, pool, seen, rng, search_limit,
-                                      cleared, suspected)
+            made += got
     if retest and (len(candidates) < 2 or len(flows) < 2):  # "glitch or real?": same route
         for test_id, src, dst in flows[:1]:  # only if a direction of its links is still free
             t = b.add_flow(nic_node(src), nic_node(dst), view.topology.nics[src].rail,
@@ -473,6 +503,16 @@ def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list
             if budget[0] <= 0:
                 return None
             if got := try_flow(o, d):
+                return got
+    # another rail's receiver, up the link: the leaf's NICs on the rails routed up it may
+    # all be suspects (a two-node leaf); another of its NICs sends to those rails
+    for a in near[:4]:
+        others = [o for r, lst in sorted(by_rail.items()) if r != nics[a].rail
+                  for o in lst[:8] if o not in under]
+        for o in others:
+            if budget[0] <= 0:
+                return None
+            if got := try_flow(a, o):
                 return got
     return None
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from fabriccheck.inference.attribute import Inference
 from fabriccheck.models import FAIL, PASS, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.cover_links import plan_link_cover
+from fabriccheck.planning.cover_links import SAMPLED, plan_link_cover
 from fabriccheck.planning.followup import (
     GoodPool,
     plan_bisect,
@@ -113,7 +113,8 @@ def _confirm_suspects(ctx: RunContext, history: RunHistory, inf: Inference, b: R
                 made = plan_nic_confirm(v.name, b, pool, inf.good_nics, local, met=seen,
                                         directions=(way,),
                                         used=used[v.name].setdefault("nic", set()),
-                                        avoid=inf.nic_rival_links.get(v.name, frozenset()))
+                                        avoid=inf.nic_rival_links.get(v.name, frozenset()),
+                                        later=True)
             else:
                 made = plan_node_confirm(v.name, b, pool, inf.good_nics, local=local,
                                          met=seen, directions=(way,), used=used[v.name])
@@ -216,8 +217,9 @@ def _localize_roce(ctx: RunContext, history: RunHistory, inf: Inference, b: Roun
     pol = ctx.policy
     _probe_learned_roce_links(ctx, inf, b, tries)
     want, seen = _roce_wanted(ctx, history, inf)
-    if pol.roce_sample_flows and tries.get("roce:sampled", 0) < pol.roce_sample_rounds:
-        _count(tries, "roce:sampled")  # every leaf pair of a matching, every rail
+    if (pol.roce_sample_flows and tries.get(SAMPLED, 0) < pol.roce_sample_rounds
+            and tries.get(SAMPLED + "@") != b.round_no):  # one batch a round
+        _count(tries, SAMPLED)  # every leaf pair of a matching, every rail
         plan_roce_sampling(b, inf.good_nics, seed=pol.seed, per_way=pol.roce_sample_flows)
     todo = sorted(want, key=lambda k: (want[k], k))
     for la, lb, rail in todo[:max_pairs]:

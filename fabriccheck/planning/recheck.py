@@ -207,7 +207,8 @@ def _block(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], pool: Go
     for link in links:
         start = len(sub.tests)
         if b.view.fabric == "infiniband":
-            plan_link_probes((), (link,), sub, good_nics, seed=seed, retest=False)
+            plan_link_probes((), (link,), sub, good_nics, seed=seed, retest=False,
+                             later=False)
         else:  # RoCE: flows aimed at the link, pinned onto it by their learned paths
             plan_roce_link_probes((link,), sub, good_nics, seed=seed, per_link=2)
         groups.append((str(Link.of(*link)), sub.tests[start:]))

@@ -221,3 +221,46 @@ def test_roce_batch_sends_no_more_flows_one_way_than_there_are_uplinks():
     b3 = builder(wide)
     assert plan_roce_batch("leaf-0-0", "leaf-1-0", 0, b3, set(wide.topology.nics), seed=0,
                            per_way=2) == 4
+
+
+def test_a_test_the_round_has_no_room_for_runs_in_an_overflow_wave():
+    """``in_later_wave``: a flow whose NICs the round has taken runs in the round's first
+    overflow wave (after the round's tests so far); one that clashes there too, in the
+    second; after :data:`OVERFLOW_WAVES` none (the next round plans it). Ids stay unique."""
+    from fabriccheck.planning.build import OVERFLOW_WAVES
+
+    view = make_view()
+    b = builder(view)
+    assert b.add_flow("node-001", "node-017", 0, "localize") is not None
+    assert b.add_flow("node-001", "node-017", 0, "localize") is None  # its NICs are taken
+    got = [b.in_later_wave(lambda sb: sb.add_flow("node-001", "node-017", 0, "localize"))
+           for _ in range(OVERFLOW_WAVES + 1)]
+    assert all(t is not None for t in got[:OVERFLOW_WAVES]) and got[-1] is None
+    assert [t.params.wave for t in b.tests] == [None, *range(1, OVERFLOW_WAVES + 1)]
+    assert len({t.test_id for t in b.tests}) == len(b.tests)
+    # a wave the round adds later (cover flows, recheck samples) comes after the overflow
+    assert b.next_wave() == OVERFLOW_WAVES + 1
+
+
+def test_a_link_probe_whose_route_a_confirmation_took_runs_in_an_overflow_wave():
+    """The round's confirmation took the direction of the suspect link its probes need:
+    the probes run in overflow waves of the same round instead of a round later."""
+    view = make_view()
+    good_nics = set(view.topology.nics)
+    b = builder(view)
+    first = plan_link_probes((), [], b, good_nics, seed=1)  # nothing to probe: nothing made
+    assert first == 0
+    probe_b = builder(view)
+    assert plan_link_probes((), [_some_uplink(view)], probe_b, good_nics, seed=1,
+                            retest=False, per_link=2) == 2
+    routes = [view.directed_hops(t.flows[0].src, t.flows[0].dst) for t in probe_b.tests]
+    for r in routes:  # the round has already given away those directions of the link
+        b.budget.used |= r
+    made = plan_link_probes((), [_some_uplink(view)], b, good_nics, seed=1, retest=False,
+                            per_link=2)
+    assert made == 2 and all(t.params.wave for t in b.tests)
+    assert all(t.purpose == "localize" and t.params.probe_of for t in b.tests)
+
+
+def _some_uplink(view):
+    return sorted(k for k in view.switch_links if any("leaf" in x for x in k))[0]
