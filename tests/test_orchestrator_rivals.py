@@ -123,3 +123,20 @@ def test_a_half_speed_roce_uplink_of_a_small_leaf_is_sampled_during_the_ladder()
     res, fs, _ = _run("multi_per_node_leaf", "roce-rail", 122)
     assert res.extra["verdict_rounds"]["leaf-59-4 -- spine-5"] <= 5
     assert set(res.drain) == set(fs.drain_nodes())
+
+
+def test_a_gate_pairs_its_untested_nic_when_the_round_has_no_room_left():
+    """A 3-node gate on a 3-tier tree (seed 129, noise only): the probe of a glitch's link
+    took the uplink the last untested NIC's test needed; the NIC is tested in an overflow
+    wave of the round, and the gate passes (it exited 3, the NIC untested)."""
+    res, _, _ = _run("small_jobs", "ib-fat3", 129)
+    assert res.exit_code == 0 and not res.extra["untested"]
+
+
+def test_a_two_node_gate_names_a_quarter_speed_nic_against_its_one_partner():
+    """A 3-node gate with one node unreachable (seed 132): the quarter-speed NIC's one
+    partner on its rail is proven good by its passes with other rails; the NIC failed
+    confirmations against it in two rounds and is bad (it was left a suspect)."""
+    res, fs, _ = _run("small_jobs", "ib-rail", 132)
+    assert "node-081/mlx5_6" in {v.name for v in res.verdicts if v.state == "bad"}
+    assert set(res.drain) == set(fs.drain_nodes()) and res.exit_code == 1

@@ -483,6 +483,14 @@ def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: 
         why = (f"; failed against {len(against)} proven-good parts with nothing else left to "
                f"blame ({', '.join(o.test.test_id for o in pinned_obs)})")
         inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason + why, ids)
+    elif (len({o.test.round for o in pinned_obs}) >= 2 and len(obs) >= confirmed_min
+          and others):
+        # a job of two nodes: one partner NIC on its rail, proven good by its passes with
+        # this node's other NICs; confirmations pinned to this NIC failed in two rounds
+        why = (f"; confirmations against proven-good {listing(sorted(against))} failed in "
+               f"{len({o.test.round for o in pinned_obs})} rounds with nothing else left to "
+               f"blame ({', '.join(o.test.test_id for o in pinned_obs)})")
+        inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason + why, ids)
     elif star:
         inf.bad_nics[nic] = Verdict("nic", nic, BAD, f"{reason}; {star}", ids)
     else:
@@ -493,18 +501,23 @@ def _explained_by_bad_partners(by_comp: dict, inf: Inference, confirmed_min: int
                                pinned: dict[str, str],
                                passes_of: dict[str, list[Observation]]) -> None:
     """A NIC found bad is judged again on its failures that share no other NIC found bad
-    (a test against a dead NIC fails whatever this one is): two failures against a partner
-    whose NIC is down and one glitch against a proven-good node are not two partners' worth
-    of evidence. It stays bad only if that evidence alone convicts it, else it is a suspect."""
+    and no node found bad or hung (a test against a dead NIC or a slow node fails whatever
+    this one is): two failures against a partner whose NIC is down and one glitch against a
+    proven-good node are not two partners' worth of evidence (a 6-node gate drained the
+    healthy leaf-mate of a slow node that way). It stays bad only if that evidence alone
+    convicts it, else it is a suspect."""
+    culprits = set(inf.bad_nodes) | set(inf.hung)
     for nic in sorted(inf.bad_nics):
         obs = by_comp.get(("nic", nic), [])
-        own = [o for o in obs if not (set(o.test.nics) - {nic}) & set(inf.bad_nics)]
+        own = [o for o in obs if not any(x in inf.bad_nics or nic_node(x) in culprits
+                                         for x in set(o.test.nics) - {nic})]
         if not obs or len(own) == len(obs):
             continue
         _rejudge(nic, own, inf,
                  lambda n, rest: _judge_nic(n, rest, inf, confirmed_min, pinned,
                                             passes_of.get(nic_node(n), ())),
-                 f"{len(obs) - len(own)} of those failures were with a NIC found bad itself")
+                 f"{len(obs) - len(own)} of those failures were with a NIC or node found "
+                 f"bad itself")
 
 
 def _rejudge(nic: str, own: list[Observation], inf: Inference,

@@ -204,14 +204,17 @@ def _confirm_against_one(nic: str, rail: int, direction: str, b: RoundBuilder, p
     three). With ``avoid``, partners whose route crosses one of those links are passed over
     first (as many again are tried), then taken if nothing else fits. ``later``: when the
     round has no partner left (a two-node leaf's suspects share its one route in), the test
-    runs in one of the round's overflow waves (:meth:`RoundBuilder.in_later_wave`). Adds the
+    runs in one of the round's overflow waves (:meth:`RoundBuilder.in_later_wave`) against a
+    proven-good partner. Adds the
     partner to ``taken``; returns 1 when a test was planned, else 0."""
     got = _confirm_on(nic, rail, direction, b, pool, good_nics, taken, local, met, proven,
                       avoid)
     if got or not later:
         return got
+    # only a proven-good partner is worth the extra wave (two suspects meeting again in it,
+    # a slow node and its healthy leaf-mate, only pile up failures that say nothing)
     return b.in_later_wave(lambda sb: _confirm_on(nic, rail, direction, sb, pool, good_nics,
-                                                  taken, local, met, proven, avoid,
+                                                  taken, local, met, True, avoid,
                                                   cross_rail=False)) or 0
 
 
@@ -495,25 +498,18 @@ def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list
                 return got
     # another rail's sender: with two leaves on a rail, every same-rail route down one leaf's
     # uplink comes up the other leaf's uplink to that spine, a rival when both are suspects;
-    # from another rail's leaf (whose uplink passing tests cleared) it does not
-    for d in near[:4]:
-        others = [o for r, lst in sorted(by_rail.items()) if r != nics[d].rail
-                  for o in lst[:4] if o not in under]
-        for o in others:
-            if budget[0] <= 0:
-                return None
-            if got := try_flow(o, d):
-                return got
-    # another rail's receiver, up the link: the leaf's NICs on the rails routed up it may
-    # all be suspects (a two-node leaf); another of its NICs sends to those rails
-    for a in near[:4]:
-        others = [o for r, lst in sorted(by_rail.items()) if r != nics[a].rail
-                  for o in lst[:8] if o not in under]
-        for o in others:
-            if budget[0] <= 0:
-                return None
-            if got := try_flow(a, o):
-                return got
+    # from another rail's leaf (whose uplink passing tests cleared) it does not. Then another
+    # rail's receiver, up the link: the leaf's NICs on the rails routed up it may all be
+    # suspects (a two-node leaf); another of its NICs sends to those rails
+    for down, per_rail in ((True, 4), (False, 8)):
+        for x in near[:4]:
+            others = [o for r, lst in sorted(by_rail.items()) if r != nics[x].rail
+                      for o in lst[:per_rail] if o not in under]
+            for o in others:
+                if budget[0] <= 0:
+                    return None
+                if got := try_flow(o, x) if down else try_flow(x, o):
+                    return got
     return None
 
 

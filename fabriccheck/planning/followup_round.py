@@ -5,7 +5,7 @@ disjoint NICs. Every kind of step is tried at most twice per component (``tries`
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -326,20 +326,33 @@ def _test_untested_nics(ctx: RunContext, history: RunHistory, inf: Inference, b:
     met = history.partners
     for rail, nodes in sorted(waiting.items()):
         for i in range(0, len(nodes) - 1, 2):
-            if b.add_flow(nodes[i], nodes[i + 1], rail, "sweep") is not None:
+            # the round's links may be taken (a probe up the leaf's uplink): an overflow wave
+            if _now_or_later(b, lambda bb, a=nodes[i], z=nodes[i + 1], r=rail:
+                             bb.add_flow(a, z, r, "sweep")):
                 for n in nodes[i:i + 2]:
                     _count(tries, "untested:" + ctx.view.rails_of[n][rail])
         if len(nodes) % 2:
             n = nodes[-1]
             nic = ctx.view.rails_of[n][rail]
-            partner = pool.take_nic_partner(nic, rail, b, inf.good_nics, {n}, "rx", active,
-                                            met.get(n, frozenset()))
-            if partner is not None and b.add_flow(n, partner, rail, "confirm") is not None:
+
+            def odd(bb: RoundBuilder, n: str = n, nic: str = nic, r: int = rail
+                    ) -> Test | None:
+                partner = pool.take_nic_partner(nic, r, bb, inf.good_nics, {n}, "rx",
+                                                active, met.get(n, frozenset()))
+                return None if partner is None else bb.add_flow(n, partner, r, "confirm")
+
+            if _now_or_later(b, odd):
                 _count(tries, "untested:" + nic)
-            elif partner is None and not _rail_partner_exists(ctx, n, rail, active):
+            elif not _rail_partner_exists(ctx, n, rail, active):
                 # nobody in scope on its rail: another rail, its own node, or HCA loopback
                 if plan_partnerless_nic(nic, b, inf.good_nics, active) is not None:
                     _count(tries, "untested:" + nic)
+
+
+def _now_or_later(b: RoundBuilder, plan: Callable[[RoundBuilder], Test | None]
+                  ) -> Test | None:
+    """``plan`` on the round, else in one of its overflow waves."""
+    return plan(b) or b.in_later_wave(plan)
 
 
 def _rail_partner_good(ctx: RunContext, inf: Inference, nic: str, active: Iterable[str]

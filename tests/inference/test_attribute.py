@@ -223,6 +223,52 @@ def test_failures_with_a_dead_partner_nic_and_one_glitch_do_not_convict():
     assert "found bad itself" in inf.nic_suspects["node-001/mlx5_1"].reason
 
 
+def test_failures_with_a_slow_partner_node_and_one_glitch_do_not_convict():
+    """As above with a slow node (every rail at 60 %, many partners: a bad node) for the
+    partner: a held-out 6-node gate (small_jobs, ib-fat3, seed 133) drained the healthy
+    leaf-mate of a slow node, whose NIC failed with it and once, a glitch, elsewhere."""
+    slow = dict(value=235.0)
+    obs = [flow_obs("node-001", "node-002", 1, "fail", **slow),
+           flow_obs("node-002", "node-001", 1, "fail", rnd=2, purpose="confirm", **slow)]
+    for r in range(4):  # node-002 is slow on every rail, with every partner
+        obs += [flow_obs("node-002", "node-003", r, "fail", **slow),
+                flow_obs("node-004", "node-002", r, "fail", rnd=2, **slow),
+                flow_obs("node-002", "node-005", r, "fail", rnd=3, purpose="confirm", **slow)]
+    obs += [flow_obs("node-001", "node-009", r) for r in (0, 2, 3)]  # node-001's other rails
+    obs += [flow_obs(a, b, r, rnd=2) for r in range(4) for a, b in (
+        ("node-003", "node-005"), ("node-004", "node-006"), ("node-007", "node-008"))]
+    obs += [flow_obs("node-001", "node-007", 1, "fail", rnd=3, purpose="confirm")]
+    inf = infer(obs, VIEW)
+    assert "node-002" in inf.bad_nodes
+    assert "node-001/mlx5_1" not in inf.bad_nics
+    assert "node-001/mlx5_1" in inf.nic_suspects
+    assert "node found bad itself" in inf.nic_suspects["node-001/mlx5_1"].reason
+
+
+def test_a_two_node_job_convicts_a_nic_on_confirmations_in_two_rounds():
+    """A gate whose only other node is reachable: one partner NIC on the rail, proven good by
+    its passes with this node's other NICs (another rail, through the switch). Confirmations
+    pinned to the NIC failed against it in two rounds: bad. In one round only: a suspect."""
+    def run(rounds):
+        obs = [flow_obs("node-001", "node-002", 1, "fail")]
+        obs += [flow_obs("node-001", "node-002", r) for r in (0, 2, 3)]
+        obs += [flow_obs("node-001", "node-002", 1, "fail", rnd=rnd, purpose="confirm")
+                for rnd in rounds]
+        # node-002's rail-1 NIC passes with node-001's rail-0 NIC: proven good
+        t = Test("r2-99999", "ib_write_bw", ("node-002", "node-001"),
+                 (Flow(VIEW.rails_of["node-002"][1], VIEW.rails_of["node-001"][0]),), round=2,
+                 purpose="confirm", params={"rails": (0, 1)})
+        obs.append(Observation(t, "pass", value=391.0, unit="Gb/s", floor=335.0,
+                               expected=385.0, raw=RawResult(t.test_id)))
+        return infer(obs, VIEW)
+
+    inf = run((2, 3))
+    assert "node-001/mlx5_1" in inf.bad_nics
+    assert "failed in 2 rounds" in inf.bad_nics["node-001/mlx5_1"].reason
+    inf = run((2, 2))
+    assert "node-001/mlx5_1" not in inf.bad_nics
+
+
 def test_a_switch_nothing_crossed_cleanly_is_a_rival_to_the_star():
     """A NIC whose failures (three partners, three rounds) all crossed un-cleared links of a
     spine that also failed for two node pairs without it, and that no passing test crossed:
