@@ -230,8 +230,11 @@ def infer(
         if rivals:
             inf.nic_rival_links[nic] = rivals
     bad_links = {lk for g in inf.links if g.bad for lk in g.candidates}
+    suspected = {g.candidates[0] for g in inf.links
+                 if not g.bad and g.significant and len(g.candidates) == 1}
     inf.flakiness = find_flaky(observations, view, inf.good_nodes, inf.good_nics, good_links,
-                               fx.ambiguous | fx.shared, bad_links=bad_links)
+                               fx.ambiguous | fx.shared, bad_links=bad_links,
+                               suspected=suspected)
     bad, inf.intra_suspects = judge_intra(solo, set(inf.bad_nodes) | set(inf.hung)
                                           | set(inf.unreachable))
     inf.bad_nodes.update(bad)

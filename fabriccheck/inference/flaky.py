@@ -58,8 +58,8 @@ __all__ = ["Flakiness", "binomial_cdf", "binomial_tail", "find_flaky"]
 def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes: set[str],
                good_nics: set[str], good_links: set[Link], contended: set[str], *,
                alpha: float = 0.01, min_rate: float = 0.005, q_min: float = 1 / 3,
-               beta: float = 0.01, bad_links: set[Link] | frozenset[Link] = frozenset()
-               ) -> Flakiness:
+               beta: float = 0.01, bad_links: set[Link] | frozenset[Link] = frozenset(),
+               suspected: set[Link] | frozenset[Link] = frozenset()) -> Flakiness:
     """Count lonely failures per part and keep the parts noise cannot explain (module doc).
 
     ``contended`` are failing tests that ECMP contention may explain (RoCE): they count for
@@ -71,6 +71,9 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
     ``bad_links`` (links found bad): a test that may have crossed one says nothing about
     anything else on it (on RoCE any link of the flow's ECMP set; the NICs behind a half-speed
     leaf fail their cross-leaf tests, and pass the rest, without being intermittent).
+    ``suspected`` (a link alone in a candidate set beyond noise, not yet confirmed): a failure
+    that may have crossed it is the link's, not lonely for its nodes and NICs (a dead RoCE
+    uplink fails the flows ECMP hashes onto it and passes the rest: their NIC looked flaky).
     """
     done = [o for o in observations if o.status in (PASS, FAIL)
             and o.test.test_id not in contended
@@ -78,7 +81,8 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
     finished = [o for o in done if not o.test.params.recheck_of]
     if not finished:
         return Flakiness()
-    screen = _screen(finished, view, good_nodes, good_nics, good_links, alpha, min_rate)
+    screen = _screen(finished, view, good_nodes, good_nics, good_links, alpha, min_rate,
+                     suspected)
     samples: dict[str, list[Observation]] = defaultdict(list)
     for o in done:
         if o.test.params.recheck_of:
@@ -94,10 +98,11 @@ def _may_cross(o: Observation, links: set[Link] | frozenset[Link], view: FabricV
 
 def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
             good_nics: set[str], good_links: set[Link], alpha: float,
-            min_rate: float) -> Flakiness:
+            min_rate: float, suspected: set[Link] | frozenset[Link] = frozenset()
+            ) -> Flakiness:
     """Stage 1 on the run's own tests (the recheck's samples excluded): pair tests decide
     at once, tests of any size make candidates."""
-    every = _lonely(finished, view, good_nodes, good_nics, good_links)
+    every = _lonely(finished, view, good_nodes, good_nics, good_links, suspected)
     nic_tests: dict[str, int] = defaultdict(int)  # finished tests of any size per NIC
     for o in finished:
         for x in o.test.nics:
@@ -107,7 +112,7 @@ def _screen(finished: list[Observation], view: FabricView, good_nodes: set[str],
     for o in finished:
         for part in _parts(o, view):
             tally[part].append(o)
-    lonely = _lonely(finished, view, good_nodes, good_nics, good_links)
+    lonely = _lonely(finished, view, good_nodes, good_nics, good_links, suspected)
     lonely_tests = set().union(*lonely.values()) if lonely else set()
     rate = max(min_rate, len(lonely_tests) / max(1, len(finished)))
     out: dict[str, Verdict] = {}
@@ -184,8 +189,11 @@ def _owner(part: tuple[str, object]) -> str:
 
 
 def _lonely(finished: Sequence[Observation], view: FabricView, good_nodes: set[str],
-            good_nics: set[str], good_links: set[Link]) -> dict[tuple[str, object], set[str]]:
-    """Part -> failing tests that point at it alone (all its co-parts passed elsewhere)."""
+            good_nics: set[str], good_links: set[Link],
+            suspected: set[Link] | frozenset[Link] = frozenset()
+            ) -> dict[tuple[str, object], set[str]]:
+    """Part -> failing tests that point at it alone (all its co-parts passed elsewhere);
+    one that may have crossed a ``suspected`` link counts for links only."""
     out: dict[tuple[str, object], set[str]] = defaultdict(set)
     for o in finished:
         if o.status != FAIL:
@@ -196,8 +204,10 @@ def _lonely(finished: Sequence[Observation], view: FabricView, good_nodes: set[s
                    or (p[0] == "link" and p[1] in good_links)}
         if cleared != set(parts):
             continue  # something on it is still blamed: attribution's business, not noise
+        link_only = bool(suspected) and _may_cross(o, suspected, view)
         for part in parts:
-            out[part].add(o.test.test_id)
+            if not link_only or part[0] == "link":
+                out[part].add(o.test.test_id)
     return out
 
 
