@@ -475,6 +475,7 @@ def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: 
                   and pinned.get(o.test.test_id) == node]
     against = {x for o in pinned_obs for x in o.test.nics if x != nic} | {
         nic for o in pinned_obs if o.test.nics == (nic,)}
+    pinned_rounds = {o.test.round for o in pinned_obs}
     if rival:
         inf.nic_suspects[nic] = Verdict(
             "nic", nic, SUSPECT, f"{reason}; an un-cleared link lies on {most} of its "
@@ -486,12 +487,11 @@ def _judge_nic(nic: str, obs: list[Observation], inf: Inference, confirmed_min: 
         why = (f"; failed against {len(against)} proven-good parts with nothing else left to "
                f"blame ({', '.join(o.test.test_id for o in pinned_obs)})")
         inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason + why, ids)
-    elif (len({o.test.round for o in pinned_obs}) >= 2 and len(obs) >= confirmed_min
-          and others):
+    elif len(pinned_rounds) >= 2 and len(obs) >= confirmed_min and others:
         # a job of two nodes: one partner NIC on its rail, proven good by its passes with
         # this node's other NICs; confirmations pinned to this NIC failed in two rounds
         why = (f"; confirmations against proven-good {listing(sorted(against))} failed in "
-               f"{len({o.test.round for o in pinned_obs})} rounds with nothing else left to "
+               f"{len(pinned_rounds)} rounds with nothing else left to "
                f"blame ({', '.join(o.test.test_id for o in pinned_obs)})")
         inf.bad_nics[nic] = Verdict("nic", nic, BAD, reason + why, ids)
     elif star:

@@ -89,14 +89,19 @@ class RoundBuilder:
             sub, wave = self._later[i]
             n = len(sub.tests)
             out = plan(sub)
-            if len(sub.tests) > n and wave is None:
-                wave = self.next_wave()
-                self._later[i] = (sub, wave)
-            for t in sub.tests[n:]:
-                self.add_in_wave(t, wave or 1)
+            if len(sub.tests) > n:
+                if wave is None:  # numbered when it gets its first test
+                    wave = self.next_wave()
+                    self._later[i] = (sub, wave)
+                for t in sub.tests[n:]:
+                    self.add_in_wave(t, wave)
             if out:
                 return out
         return None
+
+    def now_or_later(self, plan: Callable[[RoundBuilder], T]) -> T | None:
+        """``plan`` on this round, else (nothing truthy) in one of its overflow waves."""
+        return plan(self) or self.in_later_wave(plan)
 
     @property
     def timeout_s(self) -> float:

@@ -381,7 +381,7 @@ def plan_link_probes(
         for _ in range(per_link):
             # the round's routes across the link may be taken (a confirmation of a NIC
             # under it): the probe then runs in the round's overflow wave
-            got = probe(b) or (later and b.in_later_wave(probe)) or 0
+            got = (b.now_or_later(probe) if later else probe(b)) or 0
             if not got:
                 break
             made += got

@@ -5,7 +5,7 @@ disjoint NICs. Every kind of step is tried at most twice per component (``tries`
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -327,8 +327,8 @@ def _test_untested_nics(ctx: RunContext, history: RunHistory, inf: Inference, b:
     for rail, nodes in sorted(waiting.items()):
         for i in range(0, len(nodes) - 1, 2):
             # the round's links may be taken (a probe up the leaf's uplink): an overflow wave
-            if _now_or_later(b, lambda bb, a=nodes[i], z=nodes[i + 1], r=rail:
-                             bb.add_flow(a, z, r, "sweep")):
+            if b.now_or_later(lambda bb, a=nodes[i], z=nodes[i + 1], r=rail:
+                              bb.add_flow(a, z, r, "sweep")):
                 for n in nodes[i:i + 2]:
                     _count(tries, "untested:" + ctx.view.rails_of[n][rail])
         if len(nodes) % 2:
@@ -341,18 +341,12 @@ def _test_untested_nics(ctx: RunContext, history: RunHistory, inf: Inference, b:
                                                 active, met.get(n, frozenset()))
                 return None if partner is None else bb.add_flow(n, partner, r, "confirm")
 
-            if _now_or_later(b, odd):
+            if b.now_or_later(odd):
                 _count(tries, "untested:" + nic)
             elif not _rail_partner_exists(ctx, n, rail, active):
                 # nobody in scope on its rail: another rail, its own node, or HCA loopback
                 if plan_partnerless_nic(nic, b, inf.good_nics, active) is not None:
                     _count(tries, "untested:" + nic)
-
-
-def _now_or_later(b: RoundBuilder, plan: Callable[[RoundBuilder], Test | None]
-                  ) -> Test | None:
-    """``plan`` on the round, else in one of its overflow waves."""
-    return plan(b) or b.in_later_wave(plan)
 
 
 def _rail_partner_good(ctx: RunContext, inf: Inference, nic: str, active: Iterable[str]
