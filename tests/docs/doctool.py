@@ -44,6 +44,7 @@ class Command:
     text: str
     expect: int
     skip: str | None  # reason, when the block is marked skip
+    block: int = 0  # the line of the block's opening fence (commands of one block share it)
 
     @property
     def where(self) -> str:
@@ -126,7 +127,7 @@ def commands(doc: Path) -> list[Command]:
             if m := EXITS.search(text):
                 expect = int(m.group("code"))
                 text = text[: m.start()].rstrip()
-            out.append(Command(doc, b.line + 1 + off, text, expect, b.skip))
+            out.append(Command(doc, b.line + 1 + off, text, expect, b.skip, b.line))
     return out
 
 
