@@ -5,11 +5,17 @@ turns the kinds into real ``tc`` / ``ip link`` faults), so nothing here is execu
 
 A file looks like::
 
-    noise: {jitter: 0.03, glitch_rate: 0.01}
+    noise: {jitter: 0.03, glitch_rate: 0.01, background: default}
     faults:
       - {kind: nic_degraded, nic: node-017/mlx5_3, factor: 0.25}
       - {kind: node_hang, node: node-033}
       - {kind: link_flapping, link: [leaf-1-2, spine-3], probability: 0.5}
+      - {kind: xid, node: node-021, xid: 79}
+      - {kind: port_flap, nic: node-022/mlx5_1, per_hour: 6}
+
+``noise.background`` (``default`` or ``none``) gives healthy simulated nodes the harmless
+oddities real ones show in their node-local tools (listed in docs/signals.md and in
+``executors/sim/node_world.py``); ``none`` makes them spotless.
 
 Bad input raises one :class:`~fabriccheck.errors.ConfigError` naming the file, the field
 (``faults[3].nic``) and what to do.
@@ -43,22 +49,31 @@ KINDS: dict[str, tuple[str, ...]] = {
     "gpu_missing": ("node",),
     "pcie_downtrained": ("nic", "width"),
     "port_errors": ("nic", "rate"),
+    "gpu_throttle": ("node", "reason"),
+    "row_remap_pending": ("node",),
+    "nvlink_down": ("node", "links"),
+    "port_flap": ("nic", "per_hour"),
+    # a kernel-log event: whether it drains depends on the catalogue's severity for the number
+    "xid": ("node", "xid"),
 }
 NIC_KINDS = ("nic_degraded", "nic_down")
 NODE_KINDS = ("node_slow", "gpu_link_degraded", "node_hang", "node_unreachable")
 LINK_KINDS = ("link_degraded", "link_down", "link_flapping")
 #: node-local faults the preflight finds: a node's GPUs, a NIC's PCIe link or port counters
-PREFLIGHT_NODE_KINDS = ("gpu_missing",)
-PREFLIGHT_NIC_KINDS = ("pcie_downtrained", "port_errors")
+PREFLIGHT_NODE_KINDS = ("gpu_missing", "gpu_throttle", "row_remap_pending", "nvlink_down")
+PREFLIGHT_NIC_KINDS = ("pcie_downtrained", "port_errors", "port_flap")
 
 
 @dataclass(frozen=True)
 class Noise:
     """Measurement noise: ``jitter`` is the relative std-dev of every measurement,
-    ``glitch_rate`` the chance that one test is spuriously low (transient: a retest passes)."""
+    ``glitch_rate`` the chance that one test is spuriously low (transient: a retest passes),
+    ``background`` whether healthy nodes' preflight outputs carry real-world harmless oddities
+    (``default``) or are spotless (``none``)."""
 
     jitter: float = 0.0
     glitch_rate: float = 0.0
+    background: str = "default"
 
 
 @dataclass(frozen=True)
@@ -73,6 +88,10 @@ class Fault:
     probability: float | None = None
     width: int | None = None
     rate: float | None = None
+    reason: str | None = None
+    links: int | None = None
+    per_hour: float | None = None
+    xid: int | None = None
 
     @property
     def target(self) -> str | LinkKey:
@@ -112,7 +131,8 @@ class FaultSet:
         from fabriccheck.schema.faults import FaultsFile
 
         model = check(FaultsFile, data, source=source)
-        noise = Noise(jitter=model.noise.jitter, glitch_rate=model.noise.glitch_rate)
+        noise = Noise(jitter=model.noise.jitter, glitch_rate=model.noise.glitch_rate,
+                      background=model.noise.background)
         faults = tuple(_fault(f) for f in model.faults)
         return cls(noise=noise, faults=faults, source=source)
 
@@ -120,8 +140,8 @@ class FaultSet:
         """The faults-file mapping (inverse of :meth:`from_dict`; links as ``[a, b]`` lists).
 
         >>> FaultSet.from_dict({"faults": [{"kind": "link_down", "link": ["s", "l"]}]}).to_dict()
-        {'noise': {'jitter': 0.0, 'glitch_rate': 0.0}, 'faults': [{'kind': 'link_down', \
-'link': ['l', 's']}]}
+        {'noise': {'jitter': 0.0, 'glitch_rate': 0.0, 'background': 'default'}, \
+'faults': [{'kind': 'link_down', 'link': ['l', 's']}]}
         """
         faults = []
         for f in self.faults:
@@ -130,8 +150,9 @@ class FaultSet:
                 value = getattr(f, name)
                 item[name] = list(value) if name == "link" else value
             faults.append(item)
-        return {"noise": {"jitter": self.noise.jitter, "glitch_rate": self.noise.glitch_rate},
-                "faults": faults}
+        noise = {"jitter": self.noise.jitter, "glitch_rate": self.noise.glitch_rate,
+                 "background": self.noise.background}
+        return {"noise": noise, "faults": faults}
 
     # ---- checks ----------------------------------------------------------------------------
     def validate(self, topology: Topology) -> FaultSet:
@@ -171,19 +192,34 @@ class FaultSet:
 
     # ---- ground truth (what a perfect tool would report) -------------------------------------
     def bad_nodes(self) -> tuple[str, ...]:
-        """Nodes that are bad themselves: ``node_slow``, ``gpu_link_degraded``, ``node_hang`` and
-        ``gpu_missing``."""
+        """Nodes that are bad themselves: ``node_slow``, ``gpu_link_degraded``, ``node_hang``,
+        ``gpu_missing``, ``gpu_throttle``, ``row_remap_pending`` and ``nvlink_down``. Not ``xid``:
+        whether a Xid drains depends on its number (see :meth:`xids`)."""
         return _sorted(f.node for f in self.of_kind("node_slow", "gpu_link_degraded", "node_hang",
                                                     *PREFLIGHT_NODE_KINDS))
 
     def bad_nics(self) -> tuple[str, ...]:
-        """NIC endpoints with ``nic_degraded``, ``nic_down``, ``pcie_downtrained`` or
-        ``port_errors``."""
+        """NIC endpoints with ``nic_degraded``, ``nic_down``, ``pcie_downtrained``,
+        ``port_errors`` or ``port_flap``."""
         return _sorted(f.nic for f in self.of_kind(*NIC_KINDS, *PREFLIGHT_NIC_KINDS))
 
     def bad_links(self) -> tuple[LinkKey, ...]:
         """Links with ``link_degraded``, ``link_down`` or ``link_flapping``."""
         return tuple(sorted({f.link for f in self.of_kind(*LINK_KINDS) if f.link}))
+
+    def xids(self) -> dict[str, list[int]]:
+        """The Xid numbers injected per node (``xid`` faults, in file order; ``gpu_missing``'s
+        Xid 79 is not listed: that node is bad anyway). Whether one drains its node is the
+        caller's judgement (the catalogue's severity for that number).
+
+        >>> FaultSet.from_dict({"faults": [{"kind": "xid", "node": "n2", "xid": 13},
+        ...                                {"kind": "xid", "node": "n1", "xid": 79}]}).xids()
+        {'n1': [79], 'n2': [13]}
+        """
+        out: dict[str, list[int]] = {}
+        for f in self.of_kind("xid"):
+            out.setdefault(f.node or "", []).append(int(f.xid or 0))
+        return dict(sorted(out.items()))
 
     def hung_nodes(self) -> tuple[str, ...]:
         return _sorted(f.node for f in self.of_kind("node_hang"))

@@ -181,6 +181,8 @@ class ProbeParams(Mapping):
     signal: str | None = None
     command: str | None = None
     nic: str | None = None
+    #: a judged kernel-log reading: judge only events after this ISO time (the node's last check)
+    since: str | None = None
 
     @classmethod
     def of(cls, values: Mapping[str, Any] | None) -> ProbeParams:
@@ -273,6 +275,9 @@ class Observation:
     """One test's outcome as judged: status, the judged number and what was expected.
 
     ``value`` is in ``unit`` (``GB/s`` busbw for collectives, ``Gb/s`` for ib_write_bw/iperf3).
+    ``findings`` are a judged node-local reading's findings (``{severity, part, what, line,
+    check, fix}``, docs/node-checks.md); ``facts`` what its parser read (e.g. the kernel log's
+    last stamp, the next check's start).
     """
 
     test: Test
@@ -283,6 +288,8 @@ class Observation:
     expected: float | None = None
     reason: str = ""
     raw: RawResult | None = None
+    findings: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    facts: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -331,15 +338,17 @@ class RunResult:
     @property
     def exit_code(self) -> int:
         """DESIGN.md exit codes: 3 when nothing could be tested; 1 when anything is bad, flaky,
-        suspect, unreachable or a fabric warning; 3 when part of the scope stayed untested
-        (nodes or NICs); 0 only when everything in scope was judged healthy."""
+        suspect, unreachable or a fabric warning (or, with ``--strict``, a warn-level node-local
+        finding); 3 when part of the scope stayed untested (nodes or NICs); 0 only when
+        everything in scope was judged healthy (warn-level findings listed)."""
         tested = any(v.kind == "node" and v.state not in (UNTESTED, UNREACHABLE)
                      for v in self.verdicts)
         if not tested:
             return 3
         if (self.drain or self.bad_links or self.unreachable or self.suspects
                 or self.link_suspects or self.fabric_warnings or self.extra.get("flaky")
-                or self.extra.get("bad_switches")):
+                or self.extra.get("bad_switches")
+                or (self.extra.get("strict") and self.extra.get("warnings"))):
             return 1
         return 3 if self.extra.get("untested") else 0
 

@@ -31,6 +31,7 @@ from fabriccheck.planning.planner import (
 )
 from fabriccheck.planning.preflight import run_signals
 from fabriccheck.policy import SweepPolicy
+from fabriccheck.probes.node.catalogue import load_catalogue
 from fabriccheck.run_history import RoundRecord, RunHistory
 from fabriccheck.specs import TestSpec
 from fabriccheck.topology.model import Topology
@@ -79,10 +80,11 @@ def run(
     view.check_nodes(nodes)
     scope = set(nodes)
     signals, skipped = run_signals(spec, topology, nodes, policy)
+    catalogue = load_catalogue(spec.node_checks, source=f"{spec.source or spec.name}:node_checks")
     learner = PathLearner.for_executor(view, executor, policy.seed)
     ctx = RunContext(mode, tuple(nodes), view, spec, policy,
                      tuple(n for n in log_suspects if n in scope), signals,
-                     learns_paths=learner is not None)
+                     learns_paths=learner is not None, catalogue=catalogue)
     planner = Planner(ctx)
     history, inf, end, sig = _loop(ctx, planner, executor, progress, learner)
     ladder = None
@@ -147,7 +149,7 @@ def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunH
         specs = {s.name: s for s in ctx.signals}
         sig_obs = iter(judge_signal_round(
             [t for t, s in zip(tests, is_sig, strict=True) if s],
-            [r for r, s in zip(raws, is_sig, strict=True) if s], specs))
+            [r for r, s in zip(raws, is_sig, strict=True) if s], specs, ctx.catalogue))
         traffic_obs = iter(obs)
         obs = [next(sig_obs) if s else next(traffic_obs) for s in is_sig]
     links = tuple(frozenset().union(*(ctx.view.flow_links(f)[1] for f in o.test.flows))

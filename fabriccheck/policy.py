@@ -76,6 +76,12 @@ class SweepPolicy:
     preflight: bool = True
     #: user signals (``--signals FILE``): :class:`fabriccheck.specs.SignalSpec` values
     signals: tuple[Any, ...] = ()
+    #: warn-level node-local findings make the run exit 1 (``--strict``); else they are listed
+    #: and the run exits 0
+    strict: bool = False
+    #: node -> ISO time: the end of the node's last judged kernel log (history); the preflight
+    #: judges only what came after it. A node not here is read since boot, and the run says so
+    kernel_since: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.levels is not None and any(lv not in (1, 2, 4, 8) for lv in self.levels):

@@ -62,6 +62,10 @@ def observation_to_dict(obs: Observation, *, raw: bool = True) -> dict[str, Any]
         "expected": obs.expected,
         "reason": obs.reason,
     }
+    if obs.findings:
+        d["findings"] = list(obs.findings)
+    if obs.facts:
+        d["facts"] = obs.facts
     if raw and obs.raw is not None:
         r = asdict(obs.raw)
         r["unreachable"] = list(obs.raw.unreachable)
@@ -80,6 +84,8 @@ def observation_from_dict(d: dict[str, Any]) -> Observation:
         floor=d.get("floor"),
         expected=d.get("expected"),
         reason=d.get("reason", ""),
+        findings=tuple(d.get("findings", ())),
+        facts=dict(d.get("facts", {})),
         raw=None
         if raw is None
         else RawResult(

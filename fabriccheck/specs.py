@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.schema.values import COLLECTIVES, SPEC_FABRICS, parse_size_bytes  # noqa: F401
@@ -68,6 +70,8 @@ class TestSpec:
     signals: tuple[SignalSpec, ...] = ()
     #: the ladder's levels (nodes per test); None: the default 1, 2, 4, 8
     levels: tuple[int, ...] | None = None
+    #: node-local catalogue overrides by check id (docs/node-checks.md); empty: the built-in one
+    node_checks: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     __test__ = False  # not a pytest class
 
@@ -106,7 +110,7 @@ PROBE_UNITS = {
 }
 _TOP_FIELDS = (
     "name", "sku", "fabric", "description", "gpus_per_node", "nic_gbps", "intra_node_busbw_gbps",
-    "timeout_s", "probes", "signals", "levels",
+    "timeout_s", "probes", "signals", "levels", "node_checks",
 )
 
 #: the repository's bundled spec files
@@ -186,6 +190,7 @@ def spec_from_dict(data: object, *, source: str) -> TestSpec:
         intra_node_busbw_gbps=top.number("intra_node_busbw_gbps", 0.0, positive=False),
         signals=tuple(signal_from_model(s) for s in model.signals),
         levels=tuple(sorted(set(model.levels))) if model.levels else None,
+        node_checks=dict(model.node_checks or {}),
     )
 
 

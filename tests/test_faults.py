@@ -94,7 +94,8 @@ def test_bad_shapes_name_file_and_field(data, field, words):
 
 def test_every_kind_is_accepted_with_its_fields():
     example = {"nic": "node-001/mlx5_0", "node": "node-001", "link": ["leaf-0-0", "spine-0"],
-               "factor": 0.5, "probability": 0.3, "width": 8, "rate": 5.0}
+               "factor": 0.5, "probability": 0.3, "width": 8, "rate": 5.0,
+               "reason": "thermal", "links": 2, "per_hour": 6.0, "xid": 79}
     for kind, fields in KINDS.items():
         fs = FaultSet.from_dict({"faults": [{"kind": kind, **{f: example[f] for f in fields}}]})
         assert fs.faults[0].kind == kind
@@ -143,6 +144,82 @@ def test_to_dict_round_trips(tmp_path):
     assert again == fs
     assert fs.to_dict()["faults"][4] == {"kind": "link_degraded", "link": ["leaf-1-2", "spine-3"],
                                          "factor": 0.5}
+
+
+NODE_LOCAL = """\
+noise: {background: none}
+faults:
+  - {kind: xid, node: node-003, xid: 13}
+  - {kind: xid, node: node-001, xid: 79}
+  - {kind: xid, node: node-001, xid: 48}
+  - {kind: gpu_throttle, node: node-004, reason: hw_power_brake}
+  - {kind: row_remap_pending, node: node-005}
+  - {kind: nvlink_down, node: node-006, links: 3}
+  - {kind: port_flap, nic: node-007/mlx5_2, per_hour: 6}
+  - {kind: gpu_missing, node: node-008}
+"""
+
+
+def test_node_local_kinds_load_with_their_ground_truth(tmp_path, topo64):
+    path = tmp_path / "node.yaml"
+    path.write_text(NODE_LOCAL)
+    fs = load_faults(path).validate(topo64)
+    assert fs.noise == Noise(background="none") and fs  # background off is a non-default
+    assert fs.faults[3] == Fault("gpu_throttle", node="node-004", reason="hw_power_brake")
+    assert fs.faults[5] == Fault("nvlink_down", node="node-006", links=3)
+    assert fs.faults[6] == Fault("port_flap", nic="node-007/mlx5_2", per_hour=6)
+    # an Xid's severity depends on its number: the caller judges it, the truth only lists it
+    assert fs.xids() == {"node-001": [79, 48], "node-003": [13]}
+    assert fs.bad_nodes() == ("node-004", "node-005", "node-006", "node-008")
+    assert fs.bad_nics() == ("node-007/mlx5_2",)
+    assert fs.drain_nodes() == ("node-004", "node-005", "node-006", "node-007", "node-008")
+    assert FaultSet.from_dict(fs.to_dict(), source=fs.source) == fs
+    assert fs.to_dict()["noise"] == {"jitter": 0.0, "glitch_rate": 0.0, "background": "none"}
+
+
+def test_background_defaults_on_and_an_empty_set_is_still_empty():
+    fs = FaultSet.from_dict({"noise": {"jitter": 0.01}})
+    assert fs.noise.background == "default" and Noise().background == "default"
+    assert not FaultSet.from_dict({}) and FaultSet.from_dict({}).xids() == {}
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "words"),
+    [
+        ({"kind": "xid", "node": "node-001", "xid": 0}, "faults[0].xid",
+         "must be between 1 and 999, got 0"),
+        ({"kind": "xid", "node": "node-001", "xid": 1000}, "faults[0].xid",
+         "must be between 1 and 999"),
+        ({"kind": "xid", "node": "node-001", "xid": True}, "faults[0].xid",
+         "expected an integer"),
+        ({"kind": "xid", "node": "node-001", "xid": "79"}, "faults[0].xid",
+         "expected an integer"),
+        ({"kind": "xid", "node": "node-001"}, "faults[0].xid", "missing required field"),
+        ({"kind": "gpu_throttle", "node": "node-001", "reason": "hot"}, "faults[0].reason",
+         "unknown value 'hot'"),
+        ({"kind": "nvlink_down", "node": "node-001", "links": 0}, "faults[0].links",
+         "must be >= 1"),
+        ({"kind": "nvlink_down", "node": "node-001", "links": 19}, "faults[0].links",
+         "must be <= 18"),
+        ({"kind": "port_flap", "nic": "node-001/mlx5_0", "per_hour": 0}, "faults[0].per_hour",
+         "must be positive"),
+        ({"kind": "port_flap", "nic": "node-001", "per_hour": 2}, "faults[0].nic", "node/nic"),
+        ({"kind": "row_remap_pending", "node": "node-001", "links": 2}, "faults[0].links",
+         "unknown field 'links'"),
+    ],
+)
+def test_node_local_kinds_bad_shapes_are_one_line(data, field, words):
+    with pytest.raises(ConfigError) as info:
+        FaultSet.from_dict({"faults": [data]}, source="f.yaml")
+    msg = str(info.value)
+    assert msg.startswith(f"f.yaml:{field}: ") and words in msg and "\n" not in msg, msg
+
+
+def test_bad_background_names_the_choices():
+    with pytest.raises(ConfigError) as info:
+        FaultSet.from_dict({"noise": {"background": "off"}}, source="f.yaml")
+    assert str(info.value).startswith("f.yaml:noise.background: unknown value 'off'")
+    assert "default" in info.value.hint and "none" in info.value.hint
 
 
 def test_doctests():

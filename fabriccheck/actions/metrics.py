@@ -16,6 +16,8 @@ Gauges (the last run's values; a new run replaces them):
 - ``fabriccheck_signal_readings{signal,status}`` readings per status (pass, fail, retest,
   glitch, suspect, untested), ``fabriccheck_signal_min{signal}`` / ``_max{signal}`` the value
   range, ``fabriccheck_signal_value{signal,target,status}`` every reading that did not pass
+- ``fabriccheck_node_warnings{node,target,check}`` 1 per warn-level node-local finding of the
+  last run (docs/node-checks.md; the job may run, someone should look)
 - ``fabriccheck_run_info{mode,executor,faults,seed}`` 1: which executor produced these numbers
   (``sim``: simulated, with its faults file and seed; alert rules should match ``executor!="sim"``)
 """
@@ -88,7 +90,19 @@ def build_registry(
     _run_gauges(g, result, states, now_s)
     _action_gauges(g, result, actions)
     _signal_gauges(g, result)
+    _warning_gauges(g, result)
     return reg
+
+
+def _warning_gauges(g: Any, result: RunResult) -> None:
+    """One series per warn-level node-local finding (``check`` names the catalogue entry)."""
+    warns = result.extra.get("warnings") or []
+    if not warns:
+        return
+    gauge = g("fabriccheck_node_warnings", "Warn-level node-local findings of the last run",
+              ("node", "target", "check"))  # fmt: skip
+    for w in warns:
+        gauge.labels(w["target"].split("/", 1)[0], w["target"], w.get("check", "")).set(1.0)
 
 
 def _signal_gauges(g: Any, result: RunResult) -> None:

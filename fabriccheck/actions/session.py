@@ -198,6 +198,16 @@ class OpsSession:
                                                params=params, executor=self.executor)  # fmt: skip
         return self.run_id
 
+    def kernel_since(self, nodes: Sequence[str]) -> tuple[tuple[str, str], ...]:
+        """Per node, where its last judged kernel log ended (history; runs of this executor's
+        kind: simulated with simulated): the preflight judges only what came after."""
+        if self.store is None:
+            return ()
+        from fabriccheck.store.analytics import learns_from
+
+        since = self.store.kernel_log_until(nodes, executor=learns_from(self.executor))
+        return tuple(sorted(since.items()))
+
     def wrap(self, executor: Any, spec: Any = None, signals: Any = ()) -> Any:
         """The executor with idle re-checks (scheduler) and per-round recording (history);
         ``signals`` (SignalSpec values) judge the signal readings as they are recorded."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated
 
@@ -12,15 +13,21 @@ from rich.table import Table
 from fabriccheck.cli.app import app, exit_on_error, fail, out, write_json
 from fabriccheck.errors import ParseError
 from fabriccheck.probes import TOOLS
+from fabriccheck.probes.node import NODE_TOOLS
+from fabriccheck.probes.node.judge import NodeContext
 
 _STATUS_STYLE = {"ok": "green", "failed": "red", "incomplete": "yellow", "unparseable": "red"}
 
 
 _HELP = (
-    "Parse nccl-tests, perftest or iperf3 output, or scan a NCCL job log.\n\n"
-    "Exit 0 when the text was read, even when it reports a tool FAILURE (status 'failed': the "
-    "parse worked and found a failed test). Exit 2 when the file is missing or is not the "
-    "output of a known tool. FILE '-' reads standard input."
+    "Parse nccl-tests, perftest or iperf3 output, scan a NCCL job log, or judge a node-local "
+    "tool's output (nvidia-smi, dmesg/journalctl, ibstat, perfquery, ethtool, lspci, rocm-smi, "
+    "a sysfs port folder) as the preflight does: node_verdict healthy | warn | fault and its "
+    "findings.\n\n"
+    "Exit 0 when the text was read, even when it reports a tool FAILURE or a faulty node (the "
+    "parse worked and found it). Exit 2 when the file is missing or is not the output of a known "
+    "tool. FILE '-' reads standard input; a folder is read file by file (a sysfs port folder, "
+    "one with 'state' and 'rate', is one port)."
 )
 
 
@@ -30,23 +37,65 @@ def parse(
         help="Tool output file, or - for standard input (a leading '# source:' line is "
              "ignored).")],
     tool: Annotated[str | None, typer.Option(
-        "--tool", "-t", help="One of: " + ", ".join(TOOLS) + " (detected when omitted).")] = None,
+        "--tool", "-t", help="One of: " + ", ".join((*TOOLS, *NODE_TOOLS))
+        + " (detected when omitted).")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print only the parse contract JSON on stdout.")] = False,
     max_mb: Annotated[int, typer.Option(
         "--max-mb", min=1, help="Refuse inputs larger than this (MiB); streams (pipes, '-' "
         "for stdin) must also end within 30 s.")] = 64,
+    since: Annotated[str | None, typer.Option(
+        "--since", help="Kernel logs: judge only events from this time on (ISO 8601, e.g. "
+        "2026-11-28T06:00:00Z), as the preflight does with the node's last check.")] = None,
 ) -> None:
     """Parse one tool output file; see ``_HELP`` for the exit codes."""
-    from fabriccheck.probes.detect import detect_tool, parse_text
-    from fabriccheck.probes.results import UNPARSEABLE
-    from fabriccheck.probes.to_json import result_to_json
-
-    if tool is not None and tool not in TOOLS:
-        raise fail(f"--tool: unknown tool {tool!r}; use one of {', '.join(TOOLS)}")
+    known = (*TOOLS, *NODE_TOOLS)
+    if tool is not None and tool not in known:
+        raise fail(f"--tool: unknown tool {tool!r}; use one of {', '.join(known)}")
+    context = NodeContext(since=_since(since))
+    if str(file) != "-" and file.is_dir():
+        results = _parse_dir(file, tool, context, max_mb * 2**20)
+        if as_json:
+            write_json(results[0] if len(results) == 1 else results)
+            return
+        for name, data in zip(_dir_names(file, results), results, strict=True):
+            _print_summary(Path(name), data)
+        return
     text = _read(file, max_mb * 2**20)
     if str(file) == "-":
         file = Path("<stdin>")
+    data = _parse_one(file, text, tool, context)
+    if as_json:
+        write_json(data)
+        return
+    _print_summary(file, data)
+
+
+def _since(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise fail(f"--since: {value!r} is not an ISO 8601 time; "
+                   "write e.g. 2026-11-28T06:00:00Z") from None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def _parse_one(file: Path, text: str, tool: str | None, context: NodeContext) -> dict:
+    """The ``--json`` contract dict of one tool output (node-local tools judged first: their
+    formats are strict, and a kernel log's Xid lines would otherwise read as a job log)."""
+    from fabriccheck.probes.detect import detect_tool, parse_text
+    from fabriccheck.probes.node.judge import detect_node_tool, judge_node_text
+    from fabriccheck.probes.results import UNPARSEABLE
+    from fabriccheck.probes.to_json import result_to_json
+
+    node_tool = tool if tool in NODE_TOOLS else (None if tool else detect_node_tool(text))
+    if node_tool is not None:
+        try:
+            return judge_node_text(text, node_tool, context=context).to_json()
+        except ParseError as exc:
+            raise fail(f"{file}: {exc.message}") from None
     try:
         name = tool or detect_tool(text)
         result = parse_text(text, name)
@@ -55,11 +104,35 @@ def parse(
                    f"{file}: {exc.message}") from None
     if result.status == UNPARSEABLE:
         raise fail(f"{file}: not {name} output: {result.reason}")
-    data = result_to_json(result)
-    if as_json:
-        write_json(data)
-        return
-    _print_summary(file, data)
+    return result_to_json(result)
+
+
+def _is_port_folder(folder: Path) -> bool:
+    return (folder / "state").is_file() and (folder / "rate").is_file()
+
+
+def _parse_dir(folder: Path, tool: str | None, context: NodeContext, max_bytes: int
+               ) -> list[dict]:
+    """A sysfs port folder as one port; any other folder file by file (sorted)."""
+    if _is_port_folder(folder) and tool in (None, "ib-sysfs"):
+        from fabriccheck.probes.node.catalogue import builtin_catalogue
+        from fabriccheck.probes.node.ports import judge_sysfs_files
+
+        files = {p.name: p.read_text(encoding="utf-8", errors="replace")
+                 for p in sorted(folder.iterdir()) if p.is_file()}
+        return [judge_sysfs_files(files, builtin_catalogue(), context).to_json()]
+    paths = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    if not paths:
+        raise fail(f"{folder}: an empty folder; give a tool output file or a sysfs port folder")
+    out = []
+    for p in paths:
+        data = _parse_one(p, _read(p, max_bytes), tool, context)
+        out.append({"file": p.name, **data})
+    return out
+
+
+def _dir_names(folder: Path, results: list[dict]) -> list[str]:
+    return [r.get("file", folder.name) for r in results]
 
 
 def _read(file: Path, max_bytes: int) -> str:
@@ -83,6 +156,9 @@ def _print_summary(file: Path, d: dict) -> None:
     head = f"[bold]{file.name}[/]  {d['tool']}  [{style}]{d['status']}[/]"
     out.print(head + (f"  ({d['reason']})" if d["reason"] else ""), highlight=False)
     tool = d["tool"]
+    if "node_verdict" in d:
+        _node_summary(d)
+        return
     if tool == "nccl-tests":
         _nccl_summary(d)
     elif tool == "perftest":
@@ -100,6 +176,19 @@ def _print_summary(file: Path, d: dict) -> None:
         if d["peers"]:
             out.print(f"peers: {', '.join(d['peers'])}", highlight=False)
     _errors_table(d["errors"])
+
+
+_VERDICT_STYLE = {"healthy": "green", "warn": "yellow", "fault": "red"}
+
+
+def _node_summary(d: dict) -> None:
+    v = d["node_verdict"]
+    out.print(f"node verdict: [{_VERDICT_STYLE[v]}]{v}[/]", highlight=False)
+    if d["findings"]:
+        t = Table("severity", "part", "what", "fix", "line")
+        for f in d["findings"]:
+            t.add_row(f["severity"], f["part"], f["what"], f.get("fix", ""), f["line"][:80])
+        out.print(t)
 
 
 def _nccl_summary(d: dict) -> None:

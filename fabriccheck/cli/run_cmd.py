@@ -68,6 +68,7 @@ def _session_run(mode, s: Setup, policy, session, opts: RunOptions, log_suspects
                   f"({s.topology.fabric}), spec {s.spec.name}, executor {s.executor.name}",
                   highlight=False)  # fmt: skip
     session.begin(nodes, params=s.params)
+    policy = policy.with_(kernel_since=session.kernel_since(nodes))
     with session.hold(nodes):
         signals, _ = run_signals(s.spec, s.topology, nodes, policy)
         executor = session.wrap(s.executor, s.spec, signals)

@@ -60,6 +60,7 @@ class RunOptions:
     metrics: str | None = None
     signals: list[str] | None = None
     no_preflight: bool = False
+    strict: bool = False
 
     def signal_policy(self) -> dict[str, Any]:
         """``signals`` (read from every ``--signals FILE``) and ``preflight`` for the policy.
@@ -89,7 +90,8 @@ class RunOptions:
                                       hint="give each signal one name across --signals files")
                 seen[sig.name] = path
                 out.append(sig)
-        return {"signals": tuple(out), "preflight": not self.no_preflight}
+        return {"signals": tuple(out), "preflight": not self.no_preflight,
+                "strict": self.strict}
 
     def ops(self, **extra: Any) -> OpsOptions:
         """The operations options (history, scheduler, actions) of this run."""
@@ -146,6 +148,9 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "no_preflight": (Annotated[bool, _opt(
         "--no-preflight", help="Skip the built-in preflight checks (GPUs, ports, PCIe, "
                                "counters, kernel log).")], False),
+    "strict": (Annotated[bool, _opt(
+        "--strict", help="Exit 1 on warn-level node-local findings too (by default they are "
+                         "listed and the run exits 0; docs/node-checks.md).")], False),
 }  # fmt: skip
 
 assert set(SHARED) == {f.name for f in fields(RunOptions)}

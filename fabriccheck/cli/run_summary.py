@@ -8,6 +8,17 @@ from rich.table import Table
 from fabriccheck.models import RunResult
 
 
+def print_node_warnings(warns: list[dict], console: Console, limit: int = 12) -> None:
+    """Warn-level node-local findings, one line each: where, what, and the fix."""
+    for w in warns[:limit]:
+        fix = f" [dim]({w['fix']})[/]" if w.get("fix") else ""
+        console.print(f"[yellow]warn[/] {w['target']} {w['part']}: {w['what']}{fix}",
+                      highlight=False, soft_wrap=False)
+    if len(warns) > limit:
+        console.print(f"[yellow]warn[/] … {len(warns) - limit} more (see warnings in --json)",
+                      highlight=False)
+
+
 def print_summary(result: RunResult, console: Console) -> None:
     """Print the findings of ``result`` with their reasons and evidence test ids."""
     found = [v for v in result.verdicts if v.state not in ("healthy", "untested")]
@@ -16,6 +27,11 @@ def print_summary(result: RunResult, console: Console) -> None:
         "[bold red]faults found[/]" if found else "[bold yellow]fabric warnings[/]")
     if not found and not result.fabric_warnings and untested:
         head = "[bold yellow]incomplete[/]"  # nothing wrong seen, but not everything tested
+    warns = result.extra.get("warnings") or []
+    if warns and head == "[bold green]healthy[/]":
+        head = (f"[bold yellow]warnings[/] ({len(warns)}, exit 1: --strict)"
+                if result.extra.get("strict") else
+                f"[bold green]healthy[/] with {len(warns)} node-local warning(s) (exit 0)")
     if not result.tests:
         head = "[bold yellow]could not test[/]"
     console.print(
@@ -43,6 +59,7 @@ def print_summary(result: RunResult, console: Console) -> None:
                           highlight=False)
     for w in result.fabric_warnings:
         console.print(f"[yellow]fabric warning:[/] {w}", highlight=False)
+    print_node_warnings(warns, console)
     if result.drain:
         console.print(f"[bold]drain:[/] {', '.join(result.drain)}", highlight=False)
     if result.unreachable:

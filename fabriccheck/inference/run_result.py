@@ -55,6 +55,7 @@ def assemble_result(mode: str, nodes: list[str], history: RunHistory, inf: Infer
     if ladder is not None:
         result.extra["ladder"] = ladder
     add_signal_results(result, sig, history, skipped)
+    result.extra["strict"] = policy.strict
     return result
 
 
@@ -74,3 +75,20 @@ def add_signal_results(result: RunResult, sig: SignalState, history: RunHistory,
                                 *(f"signal {name} on {target}" for name, target in sig.untested
                                   if not set(target.split("/", 1)[0].split("+")) & gone)]
     result.extra["signal_readings"] = len(history.signal_observations)
+    gone = {t for t in (*result.drain, *result.unreachable)}
+    result.extra["warnings"] = [w for w in sig.warnings
+                                if w["target"].split("/", 1)[0] not in gone]
+    result.extra["node_info"] = len(sig.info)
+    result.extra["kernel_log"] = kernel_log_scope(history)
+
+
+def kernel_log_scope(history: RunHistory) -> dict:
+    """Per node, where its judged kernel log ended (``until``: the next check's start) and
+    from when it was read (``since``; None: since boot, the node had no earlier check)."""
+    out: dict[str, dict] = {}
+    for o in history.signal_observations:
+        if o.test.params.get("signal") != "kernel-log" or not o.facts:
+            continue
+        out[o.test.nodes[0]] = {"since": o.test.params.get("since"),
+                                "until": o.facts.get("last_stamp")}
+    return out

@@ -23,9 +23,11 @@ reading cannot tell its members apart), never bad.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
 
 from fabriccheck.errors import ConfigError, ParseError
 from fabriccheck.models import (
@@ -40,7 +42,10 @@ from fabriccheck.models import (
     Test,
     Verdict,
 )
-from fabriccheck.probes.signal_value import extract_value
+from fabriccheck.probes.node.catalogue import Catalogue
+from fabriccheck.probes.node.findings import FAULT, INFO, WARN
+from fabriccheck.probes.node.judge import NodeContext
+from fabriccheck.probes.signal_value import extract_reading
 from fabriccheck.specs import SignalSpec
 
 #: a failing value closer than this share of the bound is retested before blame
@@ -81,9 +86,35 @@ def _violation(value: float, sig: SignalSpec) -> tuple[float, float] | None:
     return None
 
 
-def judge_signal(test: Test, raw: RawResult, sig: SignalSpec) -> Observation:
+_TICK = timedelta(microseconds=1)
+_SLEEP = re.compile(r"\bsleep (\d+(?:\.\d+)?)\b")
+
+
+def node_context(test: Test) -> NodeContext:
+    """What the run knows for a judged node-local reading: ``params.since`` (ISO 8601), the end
+    of the node's last judged kernel log (history), and the counters' window (the ``sleep N``
+    between the reads of its command)."""
+    window = _SLEEP.search(str(test.params.get("command") or ""))
+    since = test.params.get("since")
+    when = None
+    if since:
+        when = datetime.fromisoformat(str(since).replace(",", ".").replace("Z", "+00:00"))
+        # the last judged event was stamped ``since``: the next check starts just after it
+        when = (when if when.tzinfo else when.replace(tzinfo=timezone.utc)) + _TICK
+    return NodeContext(since=when, window_s=float(window[1]) if window else None)
+
+
+def _fault_text(findings: Sequence[dict]) -> str:
+    faults = [f for f in findings if f["severity"] == FAULT]
+    return "; ".join(f"{f['part']}: {f['what']}" for f in faults[:3]) + (
+        f" (+{len(faults) - 3} more)" if len(faults) > 3 else "")
+
+
+def judge_signal(test: Test, raw: RawResult, sig: SignalSpec,
+                 catalogue: Catalogue | None = None) -> Observation:
     """One signal test's observation: ``pass``/``fail`` with its value, or ``error`` /
-    ``unreachable`` with the reason (never an exception for a bad reading)."""
+    ``unreachable`` with the reason (never an exception for a bad reading). A judged node-local
+    reading (``parser: node-*``) carries its findings; ``catalogue`` is the spec's."""
     unit = sig.unit
     if raw.unreachable:
         return Observation(test, UNREACHABLE, unit=unit, raw=raw,
@@ -98,23 +129,30 @@ def judge_signal(test: Test, raw: RawResult, sig: SignalSpec) -> Observation:
         return Observation(test, ERROR, unit=unit, raw=raw, reason=(
             f"no reading: command exited {raw.exit_code}" + (f": {tail}" if tail else "")))
     try:
-        value = extract_value(raw.stdout, regex=sig.value, parser=sig.parser)
-    except (ParseError, ConfigError) as exc:
+        reading = extract_reading(raw.stdout, regex=sig.value, parser=sig.parser,
+                                  context=node_context(test), catalogue=catalogue)
+    except (ParseError, ConfigError, ValueError) as exc:
         return Observation(test, ERROR, unit=unit, raw=raw, reason=f"no reading: {exc}")
+    value = reading.value
+    found = tuple(f.to_json() for f in reading.findings)
     bad = _violation(value, sig)
     floor = sig.pass_min if sig.pass_min is not None else sig.pass_max
     if bad is None:
         return Observation(test, PASS, value, unit, floor=floor, raw=raw,
-                           reason=f"{sig.name} {value:g} {bound_text(sig)}")
-    return Observation(test, FAIL, value, unit, floor=bad[0], raw=raw,
-                       reason=f"signal {sig.name}: {value:g}{' ' + unit if unit else ''} "
-                              f"fails {bound_text(sig)}")
+                           reason=f"{sig.name} {value:g} {bound_text(sig)}", findings=found,
+                           facts=dict(reading.facts))
+    why = f"signal {sig.name}: {value:g}{' ' + unit if unit else ''} fails {bound_text(sig)}"
+    if found:
+        why = f"signal {sig.name}: {_fault_text(found)}"
+    return Observation(test, FAIL, value, unit, floor=bad[0], raw=raw, reason=why,
+                       findings=found, facts=dict(reading.facts))
 
 
 def judge_signal_round(tests: Sequence[Test], raws: Sequence[RawResult],
-                       signals: Mapping[str, SignalSpec]) -> list[Observation]:
+                       signals: Mapping[str, SignalSpec],
+                       catalogue: Catalogue | None = None) -> list[Observation]:
     """:func:`judge_signal` over a round (tests and raws in the same order)."""
-    return [judge_signal(t, r, signals[str(t.params["signal"])])
+    return [judge_signal(t, r, signals[str(t.params["signal"])], catalogue)
             for t, r in zip(tests, raws, strict=True)]
 
 
@@ -158,6 +196,10 @@ class SignalState:
     retest: list[Observation] = field(default_factory=list)
     #: how many readings were judged
     readings: int = 0
+    #: warn-level node-local findings of each target's last reading (the job may run; listed)
+    warnings: list[dict] = field(default_factory=list)
+    #: info-level findings (recorded only)
+    info: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {name: r.to_json() for name, r in sorted(self.by_signal.items())}
@@ -181,8 +223,22 @@ def evaluate_signals(observations: Sequence[Observation], signals: Sequence[Sign
     for r in state.by_signal.values():
         for target, obs in r.readings.items():
             _judge_target(r, target, obs, state)
+            _note_findings(r.spec.name, target, obs, state)
         _judge_peers(r, state, peer_class)
     return state
+
+
+def _note_findings(name: str, target: str, obs: list[Observation], state: SignalState) -> None:
+    """The warn and info findings of ``target``'s last judged reading of signal ``name``."""
+    last = next((o for o in reversed(obs) if o.status in (PASS, FAIL)), None)
+    if last is None:
+        return
+    for f in last.findings:
+        entry = {"target": target, "signal": name, **f}
+        if f["severity"] == WARN:
+            state.warnings.append(entry)
+        elif f["severity"] == INFO:
+            state.info.append(entry)
 
 
 def _judge_target(r: SignalReadings, target: str, obs: list[Observation],

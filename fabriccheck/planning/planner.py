@@ -46,6 +46,7 @@ from fabriccheck.planning.ladder import (
 from fabriccheck.planning.signal_rounds import SignalPhases
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
 from fabriccheck.policy import SweepPolicy
+from fabriccheck.probes.node.catalogue import Catalogue
 from fabriccheck.run_history import RunHistory
 from fabriccheck.specs import SignalSpec, TestSpec
 from fabriccheck.topology.view import FabricView
@@ -100,6 +101,8 @@ class RunContext:
     signals: tuple[SignalSpec, ...] = ()
     #: RoCE: the executor traces pinned flows, so their paths are learned before a round runs
     learns_paths: bool = False
+    #: the node-local catalogue (the built-in one with the spec's ``node_checks``)
+    catalogue: Catalogue | None = None
 
     def builder(self, history: RunHistory) -> RoundBuilder:
         """A builder for the next round, its timeout cut to what the budget has left."""
@@ -138,7 +141,8 @@ class Planner:
         self.ladder_memory = LadderMemory.new(self.memory)
         self.bisect = BisectState()
         self.tries: dict[str, int] = {}
-        self.signals = SignalPhases(ctx.signals, ctx.spec.gpus_per_node)
+        self.signals = SignalPhases(ctx.signals, ctx.spec.gpus_per_node,
+                                    dict(ctx.policy.kernel_since))
 
     # ---- the state machine -------------------------------------------------------------------
     def next_round(self, history: RunHistory, inf: Inference,

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from fabriccheck.models import Observation, Purpose, Test
 from fabriccheck.specs import SignalSpec
@@ -18,10 +18,13 @@ from fabriccheck.topology.view import FabricView
 
 
 def _test(test_id: str, sig: SignalSpec, nodes: tuple[str, ...], round_no: int, purpose: str,
-          gpus: int, nic: str | None, timeout_cap: float | None = None) -> Test:
+          gpus: int, nic: str | None, timeout_cap: float | None = None,
+          since: str | None = None) -> Test:
     params = {"signal": sig.name, "command": sig.command, "gpus_per_node": gpus}
     if nic is not None:
         params["nic"] = nic
+    if since is not None:
+        params["since"] = since
     timeout = sig.timeout_s if timeout_cap is None else min(sig.timeout_s, timeout_cap)
     return Test(test_id=test_id, probe="signal", nodes=nodes, round=round_no, purpose=purpose,
                 timeout_s=timeout, params=params)
@@ -44,9 +47,13 @@ def carve_groups(nodes: Sequence[str], k: int, view: FabricView) -> list[tuple[s
 
 def plan_signal_tests(signals: Sequence[SignalSpec], nodes: Sequence[str], view: FabricView,
                       round_no: int, gpus_per_node: int, purpose: str = Purpose.PREFLIGHT,
-                      timeout_cap: float | None = None) -> list[Test]:
+                      timeout_cap: float | None = None,
+                      since: Mapping[str, str] | None = None) -> list[Test]:
     """Every test of ``signals`` over ``nodes`` for one round (see the module doc);
-    ``timeout_cap`` (the run's test-time budget left) cuts each signal's timeout."""
+    ``timeout_cap`` (the run's test-time budget left) cuts each signal's timeout; ``since``
+    (node -> ISO time) goes to each node's judged kernel-log reading (``parser: node-kernel``):
+    only what came after the node's last check is judged."""
+    since = since or {}
     tests: list[Test] = []
     for sig in signals:
         groups = ([(n,) for n in nodes] if sig.level == 1
@@ -56,8 +63,9 @@ def plan_signal_tests(signals: Sequence[SignalSpec], nodes: Sequence[str], view:
                                       else [None])
             for nic in nics:
                 tid = f"r{round_no}-sig-{sig.name}-{'+'.join(group)}" + (f"-{nic}" if nic else "")
+                when = since.get(group[0]) if sig.parser == "node-kernel" else None
                 tests.append(_test(tid, sig, group, round_no, purpose, gpus_per_node, nic,
-                                   timeout_cap))
+                                   timeout_cap, when))
     return tests
 
 
@@ -79,7 +87,9 @@ class SignalPhases:
     retest round for readings within noise of their bound, and the group signals (levels 2,
     4, 8) after the traffic sweep. Each returns the next round's tests, or ``[]``."""
 
-    def __init__(self, signals: Sequence[SignalSpec], gpus_per_node: int) -> None:
+    def __init__(self, signals: Sequence[SignalSpec], gpus_per_node: int,
+                 since: Mapping[str, str] | None = None) -> None:
+        self.since = dict(since or {})
         self.level1 = tuple(s for s in signals if s.level == 1)
         self.groups = tuple(s for s in signals if s.level > 1)
         self.gpus = gpus_per_node
@@ -94,7 +104,7 @@ class SignalPhases:
         if not self.preflight_done:
             self.preflight_done = True
             tests = plan_signal_tests(self.level1, nodes, view, round_no, self.gpus,
-                                      timeout_cap=timeout_cap)
+                                      timeout_cap=timeout_cap, since=self.since)
             if tests:
                 return tests
         if not self.retest_done:

@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Any
 
 from fabriccheck.errors import ConfigError, ParseError
 from fabriccheck.probes import ethtool_stats, ib_sysfs, ibstat, kernel_log, nvidia_smi, perfquery
+from fabriccheck.probes.node.catalogue import Catalogue
+from fabriccheck.probes.node.findings import FAULT, Finding
+from fabriccheck.probes.node.judge import NodeContext, detect_node_tool, judge_node_text
 
 SignalParser = Callable[[str], float]
 ENTRY_POINT_GROUP = "fabriccheck.signals"
@@ -37,6 +42,58 @@ BUILTIN_PARSERS: Mapping[str, SignalParser] = {
     "ethtool-error-growth": ethtool_stats.error_growth,
     "kernel-hw-events": kernel_log.hardware_events,
 }
+
+
+#: parsers that judge a node-local output with the catalogue (docs/node-checks.md): the value is
+#: the number of fault findings, and the findings ride along (warns are listed, infos recorded);
+#: None means the tool is detected (counters: perfquery or ethtool -S)
+NODE_PARSERS: Mapping[str, str | None] = {
+    "node-gpu": "nvidia-smi-q",
+    "node-nvlink": "nvidia-smi-nvlink",
+    "node-kernel": "kernel-log",
+    "node-counters": None,
+}
+_UPTIME_LINE = re.compile(r"\A\s*(\d+(?:\.\d+)?) \d+(?:\.\d+)?\s*\n")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A signal's value and, for a judged node-local output, its findings and facts."""
+
+    value: float
+    findings: tuple[Finding, ...] = ()
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+
+def node_reading(text: str, parser: str, context: NodeContext | None = None,
+                 catalogue: Catalogue | None = None) -> Reading:
+    """Judge ``text`` with node parser ``parser`` (:data:`NODE_PARSERS`): the value is how many
+    fault findings there are. A leading ``/proc/uptime`` line sets the context's uptime (the
+    time base of lifetime counters); an incomplete output adds a warn.
+
+    >>> node_reading("", "node-kernel").value
+    Traceback (most recent call last):
+    ...
+    fabriccheck.errors.ParseError: node-kernel: empty output
+    """
+    if not text.strip():
+        raise ParseError("empty output", tool=parser)
+    context = context or NodeContext()
+    if m := _UPTIME_LINE.match(text):
+        context = replace(context, uptime_s=float(m[1]))
+        text = text[m.end():]
+    tool = NODE_PARSERS[parser] or detect_node_tool(text)
+    if tool is None:
+        raise ParseError("not counter output (perfquery or ethtool -S)", tool=parser,
+                         excerpt=text)
+    report = judge_node_text(text, tool, catalogue=catalogue, context=context)
+    findings = report.findings
+    if not report.complete:
+        findings += (Finding("warn", "incomplete", "node", f"{tool}: incomplete output: "
+                             f"{report.reason or 'it stops early'}",
+                             fix="run the command by hand on the node; see its stderr"),)
+    faults = sum(1 for f in findings if f.severity == FAULT)
+    return Reading(float(faults), findings, report.facts)
 
 
 @lru_cache(maxsize=1)
@@ -70,12 +127,24 @@ def resolve_parser(name: str) -> SignalParser:
     """
     if name in BUILTIN_PARSERS:
         return BUILTIN_PARSERS[name]
+    if name in NODE_PARSERS:
+        return lambda text: node_reading(text, name).value
     plugins = plugin_parsers()
     if name in plugins:
         return plugins[name]
-    known = ", ".join(sorted({*BUILTIN_PARSERS, *plugins}))
+    known = ", ".join(sorted({*BUILTIN_PARSERS, *NODE_PARSERS, *plugins}))
     raise ConfigError(f"no signal parser {name!r}", field="parser",
                       hint=f"built-in or entry point ({ENTRY_POINT_GROUP}): {known}")
+
+
+def extract_reading(text: str, *, regex: str | None = None, parser: str | None = None,
+                    context: NodeContext | None = None,
+                    catalogue: Catalogue | None = None) -> Reading:
+    """:func:`extract_value`, or for a node parser (:data:`NODE_PARSERS`) the judged reading
+    with its findings (``context``/``catalogue``: what the run knows, the spec's catalogue)."""
+    if parser in NODE_PARSERS:
+        return node_reading(text, parser, context, catalogue)
+    return Reading(extract_value(text, regex=regex, parser=parser))
 
 
 def extract_value(text: str, *, regex: str | None = None, parser: str | None = None) -> float:
@@ -98,7 +167,7 @@ def extract_value(text: str, *, regex: str | None = None, parser: str | None = N
     if parser is None:
         raise ParseError("neither a regex nor a parser", tool="signal")
     fn = resolve_parser(parser)
-    if parser in BUILTIN_PARSERS:  # ours: a bug must show, not pass as unparseable text
+    if parser in BUILTIN_PARSERS or parser in NODE_PARSERS:  # ours: a bug must show
         return _number(fn(text), text)
     try:
         value = fn(text)

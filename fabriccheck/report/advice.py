@@ -368,6 +368,9 @@ def _notes(result: RunResult) -> list[Step]:
     """What the run could not settle (from the orchestrator's extra keys), as info steps."""
     extra = result.extra
     notes = [Step("info", w) for w in result.fabric_warnings]
+    notes += [Step("info", f"Node-local warning on {w['target']}: {w['part']}: {w['what']}",
+                   str(w.get("fix") or ""), (), (w["target"].split("/", 1)[0],))
+              for w in extra.get("warnings") or ()]
     named = [str(n) for n in extra.get("log_suspects") or ()]
     if named:
         hcas = ", ".join(str(h) for h in extra.get("log_hcas") or ())

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from fabriccheck.schema.base import Name, StrictModel, fail
+from fabriccheck.topology.fields import type_name
 
 
 def _nic_endpoint(value: str) -> str:
@@ -33,6 +34,10 @@ class NoiseModel(StrictModel):
 
     jitter: float = Field(0.0, ge=0, le=0.5, description="relative std-dev of every measurement")
     glitch_rate: float = Field(0.0, ge=0, le=1, description="chance a test is spuriously low")
+    background: Literal["default", "none"] = Field(
+        "default", description="real-world background on healthy nodes' preflight outputs "
+        "(harmless driver lines, application Xids, idle GPU link speeds, slow counters); "
+        "none: spotless outputs")
 
 
 class NicDegraded(StrictModel):
@@ -129,12 +134,72 @@ class PortErrors(StrictModel):
     rate: float = Field(gt=0, le=1e6, description="error counts per second")
 
 
+class Xid(StrictModel):
+    """A GPU Xid event in the node's kernel log, logged just before the preflight reads it.
+    Any number: whether it drains the node is the catalogue's call, not the fault's."""
+
+    kind: Literal["xid"]
+    node: Name
+    xid: int = Field(ge=1, le=999, description="the Xid number, e.g. 79 (fallen off the bus)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_number(cls, data: Any) -> Any:
+        # checked here, not by the field: pydantic places a field error under the union tag
+        # ``xid`` and then the field ``xid`` (faults[0].xid.xid); a model error is faults[0].xid
+        if isinstance(data, dict) and "xid" in data:
+            value = data["xid"]
+            hint = "an Xid number of NVIDIA's Xid catalogue, e.g. 79"
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise fail(f"expected an integer, got {type_name(value)}", hint=hint)
+            if not 1 <= value <= 999:
+                raise fail(f"must be between 1 and 999, got {value!r}", hint=hint)
+        return data
+
+
+class GpuThrottle(StrictModel):
+    """One GPU of the node held back by hardware: ``nvidia-smi -q`` shows that clock-event
+    reason ``Active`` (thermal: ``HW Thermal Slowdown``)."""
+
+    kind: Literal["gpu_throttle"]
+    node: Name
+    reason: Literal["hw_power_brake", "hw_slowdown", "thermal"] = Field(
+        description="the active reason")
+
+
+class RowRemapPending(StrictModel):
+    """One GPU of the node with a row remap pending (``Pending : Yes``) while every ECC counter
+    reads 0: calm-looking, but the GPU needs a reset."""
+
+    kind: Literal["row_remap_pending"]
+    node: Name
+
+
+class NvlinkDown(StrictModel):
+    """One GPU of the node with ``links`` NVLinks ``<inactive>`` in ``nvidia-smi nvlink -s``."""
+
+    kind: Literal["nvlink_down"]
+    node: Name
+    links: int = Field(ge=1, le=18, description="links down (of 18 on H100/H200, 12 on A100)")
+
+
+class PortFlap(StrictModel):
+    """A NIC port that goes down and up ``per_hour`` times an hour: its link-down counter grows
+    at that rate over the node's uptime (and RoCE ports log ``Link down`` / ``Link up``)."""
+
+    kind: Literal["port_flap"]
+    nic: NicEndpoint = Field(description="node/nic")
+    per_hour: float = Field(gt=0, le=3600, description="link-down events per hour")
+
+
 FAULT_MODELS = (NicDegraded, NicDown, NodeSlow, GpuLinkDegraded, NodeHang, NodeUnreachable,
                 LinkDegraded, LinkDown, LinkFlapping, GpuMissing, PcieDowntrained,
-                PortErrors)  # fmt: skip
+                PortErrors, Xid, GpuThrottle, RowRemapPending, NvlinkDown,
+                PortFlap)  # fmt: skip
 AnyFault = Annotated[
     NicDegraded | NicDown | NodeSlow | GpuLinkDegraded | NodeHang | NodeUnreachable
-    | LinkDegraded | LinkDown | LinkFlapping | GpuMissing | PcieDowntrained | PortErrors,
+    | LinkDegraded | LinkDown | LinkFlapping | GpuMissing | PcieDowntrained | PortErrors
+    | Xid | GpuThrottle | RowRemapPending | NvlinkDown | PortFlap,
     Field(discriminator="kind"),
 ]
 

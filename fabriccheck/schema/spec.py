@@ -87,6 +87,9 @@ class SpecFile(StrictModel):
         None, description="the ladder: nodes per test, of 1, 2, 4, 8 (default all four)")
     probes: Probes = Field(description="the bars per probe (at least one)")
     signals: list[SignalModel] = Field(default_factory=list, description="user signals")
+    node_checks: dict[str, dict[str, Any]] | None = Field(
+        None, description="node-local catalogue overrides by check id, e.g. "
+        "{xid-63: {severity: fault}} (docs/node-checks.md)")
 
     @model_validator(mode="after")
     def _unique(self) -> SpecFile:

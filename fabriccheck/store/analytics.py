@@ -221,6 +221,7 @@ LEMON_WEIGHTS = {
     "returned": 2.0,
     "flaps": 1.0,
     "fail_rate": 2.0,
+    "warn_runs": 0.5,
 }
 
 
@@ -257,6 +258,21 @@ def _worst_states(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[st
         if prev is None or rank.get(st, 0) > rank.get(prev, 0):
             state[node][run_id] = st
     return state
+
+
+def _warn_runs(conn: sqlite3.Connection, ids: list[str]) -> dict[str, set[str]]:
+    """node -> the runs in which a node-local reading of it had a warn-level finding (recurring
+    warnings count towards lemons: docs/node-checks.md)."""
+    marks = ",".join("?" * len(ids))
+    out: dict[str, set[str]] = defaultdict(set)
+    for node, run_id, js in conn.execute(
+        "SELECT n.node, o.run_id, o.obs_json FROM observations o JOIN obs_nodes n"
+        f" ON n.obs_id = o.id WHERE o.run_id IN ({marks}) AND o.probe LIKE 'signal:%'"
+        " AND o.obs_json LIKE '%\"severity\": \"warn\"%'", ids,
+    ):  # fmt: skip
+        if any(f.get("severity") == "warn" for f in json.loads(js).get("findings", ())):
+            out[node].add(run_id)
+    return out
 
 
 def _applied_actions(conn: sqlite3.Connection, ids: list[str]) -> tuple[dict, dict]:
@@ -311,6 +327,7 @@ def lemon_nodes(
     ):
         tested_runs[node].add(run_id)
     state = _worst_states(conn, ids)
+    warned = _warn_runs(conn, ids)
     drains, returns = _applied_actions(conn, ids)
     out = []
     for node in set(tests) | set(state):
@@ -330,6 +347,7 @@ def lemon_nodes(
             "drained": drains.get(node, 0),
             "returned": returns.get(node, 0),
             "flaps": sum(1 for a, b in zip(implicated, implicated[1:], strict=False) if a != b),
+            "warn_runs": len(warned.get(node, ())),
         }
         score = sum(w * signals[k] for k, w in LEMON_WEIGHTS.items())
         if score <= 0:

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -356,6 +357,28 @@ class Store(ActionLogMixin, RetentionMixin):
         want = None if nodes is None else set(nodes)
         return {n: t for n, t in rows if want is None or n in want}
 
+    def kernel_log_until(
+        self, nodes: Iterable[str], *, executor: str | None = analytics.REAL
+    ) -> dict[str, str]:
+        """Per node, where its last judged kernel log without a fault ended (ISO time): the
+        next preflight judges only what came after (docs/node-checks.md). A reading with a
+        fault does not move it: the fault stays in view until a reboot clears the log."""
+        want = set(nodes)
+        cond, args = analytics.executor_filter(executor)
+        rows = self.conn.execute(
+            "SELECT n.node, o.obs_json FROM observations o"
+            " JOIN obs_nodes n ON n.obs_id = o.id JOIN runs r ON r.run_id = o.run_id"
+            f" WHERE o.probe = 'signal:kernel-log' AND o.status = 'pass'{cond}"
+            " ORDER BY r.started_s", args,
+        ).fetchall()  # fmt: skip
+        best: dict[str, tuple[datetime, str]] = {}
+        for node, js in rows:
+            until = (json.loads(js).get("facts") or {}).get("last_stamp")
+            when = _iso(until) if node in want and isinstance(until, str) else None
+            if when is not None and (node not in best or when > best[node][0]):
+                best[node] = (when, until)
+        return {n: s for n, (_, s) in best.items()}
+
     def recently_tested(
         self, within_s: float, *, now: float | None = None, executor: str | None = analytics.REAL
     ) -> set[str]:
@@ -394,6 +417,15 @@ class Store(ActionLogMixin, RetentionMixin):
     ) -> list[LemonScore]:
         """Nodes implicated again and again, highest score first (real runs unless told)."""
         return analytics.lemon_nodes(self.conn, last_runs=last_runs, executor=executor)
+
+
+def _iso(text: str) -> datetime | None:
+    """An ISO 8601 time (``,`` or ``.`` before the fraction; naive means UTC), or None."""
+    try:
+        when = datetime.fromisoformat(text.replace(",", ".").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def _probe_column(o: Observation) -> str:

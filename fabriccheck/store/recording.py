@@ -35,8 +35,9 @@ def _judge(test: Test, raw: RawResult, spec: Any, signals: Mapping[str, Any] | N
         sig = (signals or {}).get(str(test.params.get("signal")))
         if sig is not None:
             from fabriccheck.inference.signals import judge_signal
+            from fabriccheck.probes.node.catalogue import load_catalogue
 
-            return judge_signal(test, raw, sig)
+            return judge_signal(test, raw, sig, load_catalogue(getattr(spec, "node_checks", None)))
         spec = None  # a signal's text means nothing to the traffic parsers
     if spec is not None:
         from fabriccheck.inference.evaluate import evaluate

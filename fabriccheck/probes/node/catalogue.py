@@ -156,7 +156,7 @@ def load_catalogue(overrides: Mapping[str, Any] | None = None, *,
                               hint="e.g. {severity: warn}")
         old = entries.get(str(check_id))
         if old is None:
-            entries[str(check_id)] = _entry({"id": str(check_id), **fields}, where)
+            entries[str(check_id)] = _entry({**fields, "id": str(check_id)}, where)
             continue
         merged = {"id": old.id, "severity": old.severity, "part": old.part, "what": old.what,
                   "fix": old.fix, "source": old.source, "match": dict(old.match),

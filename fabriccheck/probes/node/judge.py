@@ -22,16 +22,19 @@ class NodeContext:
 
     ``since``: kernel-log events before it were judged by an earlier check (history keeps it per
     node and boot); None reads the whole log and says so. ``since_uptime_s``: the same for a log
-    stamped in seconds since boot (``[ 8123.402117]``), valid for ``boot_id``. ``boot_id``: the boot the history's
-    ``since`` belongs to. ``window_s``: seconds between the first and last counter read when the
-    text does not say. ``used_ports``: NIC or netdev names the topology uses (a down port
-    outside it is info); None when unknown. ``expected_gpus``: GPUs the spec says a node has.
+    stamped in seconds since boot (``[ 8123.402117]``), valid for ``boot_id``. ``boot_id``: the
+    boot the history's ``since`` belongs to. ``window_s``: seconds between the first and last
+    counter read when the text does not say. ``uptime_s``: seconds since boot (``/proc/uptime``),
+    the time base of lifetime counter totals. ``used_ports``: NIC or netdev names the topology
+    uses (a down port outside it is info); None when unknown. ``expected_gpus``: GPUs the spec
+    says a node has.
     """
 
     since: datetime | None = None
     since_uptime_s: float | None = None
     boot_id: str | None = None
     window_s: float | None = None
+    uptime_s: float | None = None
     used_ports: frozenset[str] | None = None
     expected_gpus: int | None = None
 
@@ -58,7 +61,8 @@ JUDGES: Mapping[str, tuple[str, str]] = {
 assert set(JUDGES) == set(NODE_TOOLS)
 
 #: detection order: (tool, module, predicate); the first predicate that holds names the tool.
-#: Specific formats first (XML, JSON, sectioned outputs), free-form logs last.
+#: Specific formats first (XML, JSON, sectioned outputs); a stamped kernel log before the
+#: formats that accept bare driver messages.
 DETECTORS: tuple[tuple[str, str, str], ...] = (
     ("nvidia-smi-qx", "smi_xml", "looks_like_xml"),
     ("rocm-smi", "amd", "looks_like_rocm_smi"),
@@ -66,6 +70,8 @@ DETECTORS: tuple[tuple[str, str, str], ...] = (
     ("nvidia-smi-q", "smi_query", "looks_like_query"),
     ("nvidia-smi-nvlink", "smi_nvlink", "looks_like_nvlink"),
     ("nvidia-smi-topo", "smi_table", "looks_like_topo"),
+    # before the table's "only nvidia-smi messages" case: a log of Xid 79 lines is a log
+    ("kernel-log", "kernel", "looks_like_kernel_log"),
     ("nvidia-smi", "smi_table", "looks_like_table"),
     ("nvidia-smi-L", "smi_table", "looks_like_list"),
     ("perfquery", "counters", "looks_like_perfquery"),
@@ -75,7 +81,6 @@ DETECTORS: tuple[tuple[str, str, str], ...] = (
     ("ethtool", "ports", "looks_like_ethtool"),
     ("ib-sysfs", "ports", "looks_like_sysfs_text"),
     ("lspci", "pcie", "looks_like_lspci"),
-    ("kernel-log", "kernel", "looks_like_kernel_log"),
 )
 
 
