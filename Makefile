@@ -41,7 +41,7 @@ $(STAMPS)/apt: Makefile
 apt: $(STAMPS)/apt
 
 test: venv apt
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" --durations=20
 
 # Long property runs (hundreds of hypothesis draws per property; minutes)
 test-long: venv apt

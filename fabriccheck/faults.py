@@ -55,13 +55,27 @@ KINDS: dict[str, tuple[str, ...]] = {
     "port_flap": ("nic", "per_hour"),
     # a kernel-log event: whether it drains depends on the catalogue's severity for the number
     "xid": ("node", "xid"),
+    # silent misconfiguration (docs/config-checks.md): nothing breaks, the job runs wrong
+    "transport_fallback": ("node", "to"),
+    "acs_enabled": ("node",),
+    "numa_misaligned": ("node",),
+    "pfc_disabled": ("nic",),
+    "gid_mismatch": ("nic",),
+    "mtu_mismatch": ("nic", "mtu"),
+    "firmware_drift": ("nic", "version"),
 }
 NIC_KINDS = ("nic_degraded", "nic_down")
 NODE_KINDS = ("node_slow", "gpu_link_degraded", "node_hang", "node_unreachable")
 LINK_KINDS = ("link_degraded", "link_down", "link_flapping")
 #: node-local faults the preflight finds: a node's GPUs, a NIC's PCIe link or port counters
 PREFLIGHT_NODE_KINDS = ("gpu_missing", "gpu_throttle", "row_remap_pending", "nvlink_down")
-PREFLIGHT_NIC_KINDS = ("pcie_downtrained", "port_errors", "port_flap")
+PREFLIGHT_NIC_KINDS = ("pcie_downtrained", "port_errors")
+#: NIC faults the preflight lists as warnings, never drains: a flapping port shows as a link-down
+#: rate since boot (a lifetime count may be old: docs/node-checks.md), drifted firmware
+WARN_NIC_KINDS = ("port_flap", "firmware_drift")
+#: misconfigurations that make a job run wrong (a fault: drained); firmware_drift is a warning
+CONFIG_NODE_KINDS = ("transport_fallback", "acs_enabled", "numa_misaligned")
+CONFIG_NIC_KINDS = ("pfc_disabled", "gid_mismatch", "mtu_mismatch")
 
 
 @dataclass(frozen=True)
@@ -92,6 +106,9 @@ class Fault:
     links: int | None = None
     per_hour: float | None = None
     xid: int | None = None
+    to: str | None = None
+    mtu: int | None = None
+    version: str | None = None
 
     @property
     def target(self) -> str | LinkKey:
@@ -193,19 +210,27 @@ class FaultSet:
     # ---- ground truth (what a perfect tool would report) -------------------------------------
     def bad_nodes(self) -> tuple[str, ...]:
         """Nodes that are bad themselves: ``node_slow``, ``gpu_link_degraded``, ``node_hang``,
-        ``gpu_missing``, ``gpu_throttle``, ``row_remap_pending`` and ``nvlink_down``. Not ``xid``:
-        whether a Xid drains depends on its number (see :meth:`xids`)."""
+        ``gpu_missing``, ``gpu_throttle``, ``row_remap_pending``, ``nvlink_down`` and the node
+        misconfigurations (``transport_fallback``, ``acs_enabled``, ``numa_misaligned``). Not
+        ``xid``: whether a Xid drains depends on its number (see :meth:`xids`)."""
         return _sorted(f.node for f in self.of_kind("node_slow", "gpu_link_degraded", "node_hang",
-                                                    *PREFLIGHT_NODE_KINDS))
+                                                    *PREFLIGHT_NODE_KINDS, *CONFIG_NODE_KINDS))
 
     def bad_nics(self) -> tuple[str, ...]:
         """NIC endpoints with ``nic_degraded``, ``nic_down``, ``pcie_downtrained``,
-        ``port_errors`` or ``port_flap``."""
-        return _sorted(f.nic for f in self.of_kind(*NIC_KINDS, *PREFLIGHT_NIC_KINDS))
+        ``port_errors``, ``pfc_disabled``, ``gid_mismatch`` or ``mtu_mismatch`` (``port_flap`` and
+        ``firmware_drift`` are warnings: see :meth:`warned_nics`)."""
+        return _sorted(f.nic for f in self.of_kind(*NIC_KINDS, *PREFLIGHT_NIC_KINDS,
+                                                   *CONFIG_NIC_KINDS))
 
     def bad_links(self) -> tuple[LinkKey, ...]:
         """Links with ``link_degraded``, ``link_down`` or ``link_flapping``."""
         return tuple(sorted({f.link for f in self.of_kind(*LINK_KINDS) if f.link}))
+
+    def warned_nics(self) -> tuple[str, ...]:
+        """NIC endpoints with ``port_flap`` or ``firmware_drift``: listed as warnings on that NIC,
+        never drained."""
+        return _sorted(f.nic for f in self.of_kind(*WARN_NIC_KINDS))
 
     def xids(self) -> dict[str, list[int]]:
         """The Xid numbers injected per node (``xid`` faults, in file order; ``gpu_missing``'s

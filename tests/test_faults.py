@@ -95,7 +95,8 @@ def test_bad_shapes_name_file_and_field(data, field, words):
 def test_every_kind_is_accepted_with_its_fields():
     example = {"nic": "node-001/mlx5_0", "node": "node-001", "link": ["leaf-0-0", "spine-0"],
                "factor": 0.5, "probability": 0.3, "width": 8, "rate": 5.0,
-               "reason": "thermal", "links": 2, "per_hour": 6.0, "xid": 79}
+               "reason": "thermal", "links": 2, "per_hour": 6.0, "xid": 79, "to": "socket",
+               "mtu": 1500, "version": "28.39.1002"}
     for kind, fields in KINDS.items():
         fs = FaultSet.from_dict({"faults": [{"kind": kind, **{f: example[f] for f in fields}}]})
         assert fs.faults[0].kind == kind
@@ -171,8 +172,8 @@ def test_node_local_kinds_load_with_their_ground_truth(tmp_path, topo64):
     # an Xid's severity depends on its number: the caller judges it, the truth only lists it
     assert fs.xids() == {"node-001": [79, 48], "node-003": [13]}
     assert fs.bad_nodes() == ("node-004", "node-005", "node-006", "node-008")
-    assert fs.bad_nics() == ("node-007/mlx5_2",)
-    assert fs.drain_nodes() == ("node-004", "node-005", "node-006", "node-007", "node-008")
+    assert fs.bad_nics() == () and fs.warned_nics() == ("node-007/mlx5_2",)  # a flap: listed
+    assert fs.drain_nodes() == ("node-004", "node-005", "node-006", "node-008")
     assert FaultSet.from_dict(fs.to_dict(), source=fs.source) == fs
     assert fs.to_dict()["noise"] == {"jitter": 0.0, "glitch_rate": 0.0, "background": "none"}
 

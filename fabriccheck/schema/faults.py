@@ -192,14 +192,72 @@ class PortFlap(StrictModel):
     per_hour: float = Field(gt=0, le=3600, description="link-down events per hour")
 
 
+class TransportFallback(StrictModel):
+    """NCCL on the node silently leaves the fast path: ``socket`` (TCP instead of InfiniBand /
+    RoCE: an IB device unusable, ``NCCL_IB_HCA`` wrong) or ``host_memory`` (GPUDirect RDMA off:
+    ``nvidia_peermem`` not loaded, traffic staged through host memory). Jobs run, slowly."""
+
+    kind: Literal["transport_fallback"]
+    node: Name
+    to: Literal["socket", "host_memory"] = Field(description="what NCCL falls back to")
+
+
+class AcsEnabled(StrictModel):
+    """PCIe ACS enabled on the switches between the node's GPUs and NICs: GPUDirect traffic
+    detours through the root complex (GPU-memory RDMA halves; host memory is fine)."""
+
+    kind: Literal["acs_enabled"]
+    node: Name
+
+
+class NumaMisaligned(StrictModel):
+    """The node's GPU-NIC pairing crosses NUMA sockets (``nvidia-smi topo -m`` shows SYS where
+    its peers show PIX/PXB)."""
+
+    kind: Literal["numa_misaligned"]
+    node: Name
+
+
+class PfcDisabled(StrictModel):
+    """RoCE: PFC (and ECN) off on the NIC's traffic class: pairs pass, incast collapses."""
+
+    kind: Literal["pfc_disabled"]
+    nic: NicEndpoint = Field(description="node/nic")
+
+
+class GidMismatch(StrictModel):
+    """RoCE: the NIC's GID index points at a RoCE v1 GID instead of v2."""
+
+    kind: Literal["gid_mismatch"]
+    nic: NicEndpoint = Field(description="node/nic")
+
+
+class MtuMismatch(StrictModel):
+    """The NIC's MTU differs from the fabric's (its peers')."""
+
+    kind: Literal["mtu_mismatch"]
+    nic: NicEndpoint = Field(description="node/nic")
+    mtu: int = Field(ge=576, le=9216, description="the MTU it is set to")
+
+
+class FirmwareDrift(StrictModel):
+    """The NIC runs firmware unlike its peers' (a warning: it does not hurt yet)."""
+
+    kind: Literal["firmware_drift"]
+    nic: NicEndpoint = Field(description="node/nic")
+    version: str = Field(min_length=1, description="the firmware it runs, e.g. 28.39.1002")
+
+
 FAULT_MODELS = (NicDegraded, NicDown, NodeSlow, GpuLinkDegraded, NodeHang, NodeUnreachable,
                 LinkDegraded, LinkDown, LinkFlapping, GpuMissing, PcieDowntrained,
                 PortErrors, Xid, GpuThrottle, RowRemapPending, NvlinkDown,
-                PortFlap)  # fmt: skip
+                PortFlap, TransportFallback, AcsEnabled, NumaMisaligned, PfcDisabled,
+                GidMismatch, MtuMismatch, FirmwareDrift)  # fmt: skip
 AnyFault = Annotated[
     NicDegraded | NicDown | NodeSlow | GpuLinkDegraded | NodeHang | NodeUnreachable
     | LinkDegraded | LinkDown | LinkFlapping | GpuMissing | PcieDowntrained | PortErrors
-    | Xid | GpuThrottle | RowRemapPending | NvlinkDown | PortFlap,
+    | Xid | GpuThrottle | RowRemapPending | NvlinkDown | PortFlap | TransportFallback
+    | AcsEnabled | NumaMisaligned | PfcDisabled | GidMismatch | MtuMismatch | FirmwareDrift,
     Field(discriminator="kind"),
 ]
 

@@ -2,7 +2,7 @@
 
 Two or more reads of the same port give each counter's growth over the window between the
 first and the last read, graded per hour against its catalogue entry (``warn_per_hour``,
-``fault_per_hour``, ``fault_min_count``). The window is the context's (the preflight knows
+``fault_per_hour``, ``fault_min_count``, ``warn_min_count``). The window is the context's (the preflight knows
 it), else a ``sleep N`` line or ``date +%s`` stamps found in the text; counters that grew with
 no window make the report incomplete. A read is also a lifetime total: with the uptime known
 (the context's, or a ``/proc/uptime`` line before the reads) it is a rate since boot, a warn
@@ -200,15 +200,18 @@ def grade_rate(entry: Entry, delta: int, rate_per_h: float) -> str:
 
     >>> from fabriccheck.probes.node.catalogue import builtin_catalogue
     >>> e = builtin_catalogue().entry("ctr-symbol-errors")
-    >>> grade_rate(e, 1, 720.0), grade_rate(e, 30, 21600.0), grade_rate(e, 1, 5.0)
+    >>> grade_rate(e, 2, 1440.0), grade_rate(e, 30, 21600.0), grade_rate(e, 1, 5.0)
     ('warn', 'fault', 'info')
+    >>> grade_rate(e, 1, 720.0)  # one stray error in a 5 s window: noise until it repeats
+    'info'
     """
     fault_at = entry.params.get("fault_per_hour")
     warn_at = entry.params.get("warn_per_hour", 0)
     if fault_at is not None and rate_per_h > float(fault_at) \
             and delta >= int(entry.params.get("fault_min_count", 1)):
         grade = FAULT
-    elif warn_at is not None and rate_per_h > float(warn_at):
+    elif warn_at is not None and rate_per_h > float(warn_at) \
+            and delta >= int(entry.params.get("warn_min_count", 1)):
         grade = WARN
     else:
         grade = INFO
