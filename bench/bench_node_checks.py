@@ -5,9 +5,10 @@ NIC with nothing else drained; plus how fast a large kernel log is judged.
 Prints three tables:
 
 1. background: per topology, over seeds, runs that exit 0, nodes drained, warnings listed;
-2. faults: per fault kind, over seeds, runs where the fault's node/NIC got the expected severity
+2. faults, then misconfigurations (docs/config-checks.md): per kind, over seeds, runs where the
+   fault's node/NIC got the expected severity
    (``fault`` drained, ``warn`` listed, ``info`` neither, ``found`` either of the first two),
-   other nodes drained, exit codes;
+   other nodes drained (beyond the target's), exit codes;
 3. parse: judging kernel logs of 10k / 100k / 300k lines (seconds).
 
 Run: ``python bench/bench_node_checks.py [--seeds N] [--first S]`` (defaults: 10 seeds from 300
@@ -67,6 +68,28 @@ def fault_cases(topo) -> list[tuple[str, dict, str, str]]:
     return cases
 
 
+def config_cases(topo) -> list[tuple[str, dict, str, str]]:
+    """Misconfigurations (docs/config-checks.md): (label, fault, target, expected severity)."""
+    nodes = sorted(topo.nodes)
+    node = nodes[len(nodes) // 4]
+    other = nodes[(3 * len(nodes)) // 4]
+    nic = f"{other}/{sorted(n.name for n in topo.nodes[other].nics)[1]}"
+    cases = [("transport socket", {"kind": "transport_fallback", "node": node, "to": "socket"},
+              node, "fault"),
+             ("transport host_memory", {"kind": "transport_fallback", "node": node,
+                                        "to": "host_memory"}, node, "fault"),
+             ("acs_enabled", {"kind": "acs_enabled", "node": node}, node, "fault"),
+             ("numa_misaligned", {"kind": "numa_misaligned", "node": node}, node, "fault"),
+             ("mtu_mismatch 2048", {"kind": "mtu_mismatch", "nic": nic, "mtu": 2048}, nic,
+              "fault"),
+             ("firmware_drift", {"kind": "firmware_drift", "nic": nic, "version": "28.39.1002"},
+              nic, "warn")]
+    if topo.fabric == "roce":
+        cases += [("pfc_disabled", {"kind": "pfc_disabled", "nic": nic}, nic, "fault"),
+                  ("gid_mismatch", {"kind": "gid_mismatch", "nic": nic}, nic, "fault")]
+    return cases
+
+
 def outcome(res, target: str) -> str:
     node = target.split("/", 1)[0]
     if target in res.bad_nics or node in res.bad_nodes or node in res.drain:
@@ -94,13 +117,15 @@ def background_table(seeds: list[int]) -> None:
         print(f"{name:<18}{len(seeds):>5}{exit0:>8}{drained:>9}{warns:>10}  {top}")
 
 
-def faults_table(seeds: list[int]) -> None:
-    print(f"\nnode-local faults, {len(seeds)} seeds each ({seeds[0]}-{seeds[-1]}), background on")
+def faults_table(seeds: list[int], cases=None, title: str = "node-local faults") -> None:
+    cases = cases or fault_cases
+    print(f"\n{title}, {len(seeds)} seeds each ({seeds[0]}-{seeds[-1]}), background on, "
+          "full sweeps")
     print(f"{'topology':<16}{'fault':<24}{'want':>6}{'right':>7}{'others drained':>16}"
           f"{'exit codes':>14}")
     for name in ("ib-fattree-128", "roce-rail-64"):
         topo = load_topology(str(REPO / "topologies" / f"{name}.yaml"))
-        for label, fault, target, want in fault_cases(topo):
+        for label, fault, target, want in cases(topo):
             right = others = 0
             codes: Counter[int] = Counter()
             for s in seeds:
@@ -140,6 +165,8 @@ def main(argv: list[str]) -> int:
     parse_table()
     background_table(list(range(args.first, args.first + args.seeds)))
     faults_table(list(range(args.first + 50, args.first + 50 + args.fault_seeds)))
+    faults_table(list(range(args.first + 70, args.first + 70 + args.fault_seeds)), config_cases,
+                 "misconfigurations")
     return 0
 
 

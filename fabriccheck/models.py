@@ -183,6 +183,9 @@ class ProbeParams(Mapping):
     nic: str | None = None
     #: a judged kernel-log reading: judge only events after this ISO time (the node's last check)
     since: str | None = None
+    #: a closing counter read: the preflight reading (test id) whose counters it is compared with
+    #: over the run's span
+    span_of: str | None = None
 
     @classmethod
     def of(cls, values: Mapping[str, Any] | None) -> ProbeParams:

@@ -149,7 +149,8 @@ def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunH
         specs = {s.name: s for s in ctx.signals}
         sig_obs = iter(judge_signal_round(
             [t for t, s in zip(tests, is_sig, strict=True) if s],
-            [r for r, s in zip(raws, is_sig, strict=True) if s], specs, ctx.catalogue))
+            [r for r, s in zip(raws, is_sig, strict=True) if s], specs, ctx.catalogue,
+            {o.test.test_id: o for o in history.signal_observations}))
         traffic_obs = iter(obs)
         obs = [next(sig_obs) if s else next(traffic_obs) for s in is_sig]
     links = tuple(frozenset().union(*(ctx.view.flow_links(f)[1] for f in o.test.flows))

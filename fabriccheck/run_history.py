@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from fabriccheck.models import PASS, Link, Observation, Probe, RoundKind
+from fabriccheck.models import PASS, Link, Observation, Probe, Purpose, RoundKind, Test
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,12 @@ class RunHistory:
         """Every signal reading (probe ``signal``), oldest first."""
         return tuple(o for r in self.rounds for o in r.observations
                      if o.test.probe == Probe.SIGNAL)
+
+    @cached_property
+    def preflight_signal_tests(self) -> tuple[Test, ...]:
+        """The tests of the preflight's signal readings (purpose ``preflight``), oldest first."""
+        return tuple(o.test for o in self.signal_observations
+                     if o.test.purpose == Purpose.PREFLIGHT)
 
     @cached_property
     def by_test_id(self) -> Mapping[str, Observation]:

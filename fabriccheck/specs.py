@@ -70,8 +70,12 @@ class TestSpec:
     signals: tuple[SignalSpec, ...] = ()
     #: the ladder's levels (nodes per test); None: the default 1, 2, 4, 8
     levels: tuple[int, ...] | None = None
-    #: node-local catalogue overrides by check id (docs/node-checks.md); empty: the built-in one
+    #: node-local catalogue overrides by check id (docs/node-checks.md), with the ``config:``
+    #: block's settings as the ``cfg-*`` entries' ``params`` (:func:`config_checks`); empty: the
+    #: built-in catalogue
     node_checks: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: the ``config:`` block as written (docs/config-checks.md); empty: peers judge every setting
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     __test__ = False  # not a pytest class
 
@@ -110,8 +114,16 @@ PROBE_UNITS = {
 }
 _TOP_FIELDS = (
     "name", "sku", "fabric", "description", "gpus_per_node", "nic_gbps", "intra_node_busbw_gbps",
-    "timeout_s", "probes", "signals", "levels", "node_checks",
+    "timeout_s", "probes", "signals", "levels", "node_checks", "config",
 )
+#: a ``config:`` setting -> (the catalogue entry that judges it, the ``params`` key it sets)
+CONFIG_CHECKS: Mapping[str, tuple[str, str]] = {
+    "gpudirect": ("cfg-gpudirect", "expect"), "gpu_nic": ("cfg-gpu-nic", "expect"),
+    "gpu_driver": ("cfg-gpu-driver", "expect"), "firmware": ("cfg-nic-firmware", "expect"),
+    "mtu": ("cfg-mtu", "expect"), "pfc_priority": ("cfg-pfc", "expect"),
+    "trust": ("cfg-trust", "expect"), "ecn": ("cfg-ecn", "expect"),
+    "roce_version": ("cfg-gid", "expect"), "gid_index": ("cfg-gid", "index"),
+}
 
 #: the repository's bundled spec files
 SPEC_DIR = Path(__file__).resolve().parent / "_bundled" / "test_specs"
@@ -178,6 +190,7 @@ def spec_from_dict(data: object, *, source: str) -> TestSpec:
             probes += _probe_entries(Fields(block, source, path), probe)
     if not probes:
         raise top.error("a spec needs at least one probe", "probes")
+    config = model.config.model_dump(exclude_none=True) if model.config else {}
     return TestSpec(
         name=top.str("name"),
         sku=top.str("sku"),
@@ -190,8 +203,36 @@ def spec_from_dict(data: object, *, source: str) -> TestSpec:
         intra_node_busbw_gbps=top.number("intra_node_busbw_gbps", 0.0, positive=False),
         signals=tuple(signal_from_model(s) for s in model.signals),
         levels=tuple(sorted(set(model.levels))) if model.levels else None,
-        node_checks=dict(model.node_checks or {}),
+        node_checks=config_checks(config, model.node_checks),
+        config=config,
     )
+
+
+def config_checks(config: Mapping[str, Any],
+                  node_checks: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The catalogue overrides a spec means: its ``config:`` settings as the ``params`` of the
+    ``cfg-*`` entries that judge them, under its own ``node_checks`` (which win).
+
+    >>> config_checks({"mtu": 9000, "roce_version": 2, "gid_index": 3})["cfg-gid"]
+    {'params': {'expect': 2, 'index': 3}}
+    >>> config_checks({"mtu": 9000}, {"cfg-mtu": {"severity": "warn"}})["cfg-mtu"]
+    {'severity': 'warn', 'params': {'expect': 9000}}
+    """
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if value is None or key not in CONFIG_CHECKS:
+            continue
+        check, param = CONFIG_CHECKS[key]
+        out.setdefault(check, {"params": {}})["params"][param] = value
+    for check, fields in (node_checks or {}).items():
+        derived = out.get(check, {"params": {}})
+        if not isinstance(fields, Mapping):  # refused with its field name by the catalogue
+            out[check] = fields
+            continue
+        params = {**derived["params"], **dict(fields.get("params") or {})}
+        out[check] = {**{k: v for k, v in fields.items() if k != "params"},
+                      **({"params": params} if params else {})}
+    return out
 
 
 def load_signals(path: str) -> tuple[SignalSpec, ...]:

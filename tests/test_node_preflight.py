@@ -9,7 +9,7 @@ import pytest
 from fabriccheck.executors.sim import SimExecutor
 from fabriccheck.faults import FaultSet
 from fabriccheck.orchestrator import run
-from fabriccheck.policy import GatePolicy
+from fabriccheck.policy import GatePolicy, SweepPolicy
 from fabriccheck.probes.node.catalogue import builtin_catalogue
 from fabriccheck.specs import resolve_spec
 from fabriccheck.topology.load import load_topology
@@ -100,3 +100,24 @@ def test_the_kernel_log_is_read_since_the_last_check(topo):
     assert later.extra["kernel_log"][node]["since"] == scope["until"]
     assert not any(w["target"] == node and w["signal"] == "kernel-log"
                    for w in later.extra["warnings"]), "an event already judged came back"
+
+
+def sweep(topo, faults, seed=0):
+    spec = resolve_spec(None, topo)
+    fs = FaultSet.from_dict({"noise": NOISE, "faults": faults})
+    return run("sweep", sorted(topo.nodes), topo, spec, SimExecutor(topo, spec, fs, seed),
+               SweepPolicy(seed=seed))
+
+
+def test_counters_are_judged_again_over_the_runs_span(topo):
+    """A port erring at 0.2/s shows one error in the preflight's 5 s (noise: not even listed)
+    and a dozen over the ladder: the closing read with the first round after the ladder
+    drains it, naming the span; a healthy fabric's closing reads drain nobody."""
+    node = sorted(topo.nodes)[9]
+    nic = f"{node}/{sorted(n.name for n in topo.nodes[node].nics)[1]}"
+    res = sweep(topo, [{"kind": "port_errors", "nic": nic, "rate": 0.2}], seed=21)
+    assert nic in res.bad_nics and res.drain == [node], (res.bad_nics, res.drain)
+    why = next(v.reason for v in res.verdicts if v.name == nic)
+    assert "over the run's" in why, why
+    clean = sweep(topo, [], seed=21)
+    assert clean.drain == [] and clean.exit_code == 0

@@ -68,7 +68,7 @@ def test_healthy_fabric_every_signal_passes_and_preflight_is_round_one(topo):
     assert res.drain == [] and res.exit_code == 0, (res.suspects, res.extra["untested"])
     sig = res.extra["signals"]
     assert set(sig) == {"gpu-count", "gpu-health", "gpu-nvlink", "port-state", "port-rate",
-                        "pcie-link", "port-errors", "kernel-log"}
+                        "pcie-link", "port-errors", "kernel-log", "node-config", "nic-config"}
     assert len(sig["gpu-count"]["values"]) == 128 and len(sig["port-rate"]["values"]) == 1024
     assert all(v["status"] == "pass" for s in sig.values() for v in s["values"].values())
     assert sig["port-rate"]["pass"] == {"min": 400.0}
@@ -140,7 +140,7 @@ def test_preflight_rides_along_with_the_first_round(topo):
     run("sweep", nodes, topo, spec, SimExecutor(topo, spec, FaultSet(), 0), SweepPolicy(),
         progress=seen.append)
     assert seen[0]["kind"] == RoundKind.SWEEP
-    assert seen[0]["purposes"]["preflight"] == 8 * (4 + 4 * 8)  # 4 per node, 4 per NIC
+    assert seen[0]["purposes"]["preflight"] == 8 * (5 + 5 * 8)  # 5 per node, 5 per NIC
     assert "preflight" not in seen[1]["purposes"]
 
 
@@ -149,7 +149,7 @@ def test_a_single_node_is_still_preflighted_in_its_first_round(topo):
     seen = []
     res = run("sweep", ["node-001"], topo, spec, SimExecutor(topo, spec, FaultSet(), 0),
               SweepPolicy(), progress=seen.append)
-    assert seen[0]["purposes"]["preflight"] == 4 + 4 * 8
+    assert seen[0]["purposes"]["preflight"] == 5 + 5 * 8
     assert res.extra["signals"]["gpu-count"]["values"]["node-001"]["status"] == "pass"
 
 

@@ -1,11 +1,14 @@
 """Judging one test against the spec floor (peers come next: :mod:`fabriccheck.inference.peers`).
 
 ``evaluate`` turns a parsed tool result into an :class:`~fabriccheck.models.Observation`
-(pass / fail / hang / unreachable / error, the judged number, the floor).
+(pass / fail / hang / unreachable / error, the judged number, the floor). An nccl test's
+observation keeps, whatever its status, the transport its NCCL INFO lines show per host
+(``facts["transport"]``, :func:`fabriccheck.inference.transport.transport_facts`).
 """
 
 from __future__ import annotations
 
+from fabriccheck.inference.transport import transport_facts
 from fabriccheck.models import ERROR, FAIL, HANG, PASS, UNREACHABLE, Observation, RawResult, Test
 from fabriccheck.probes.results import (
     FAILED,
@@ -65,7 +68,8 @@ def evaluate(test: Test, raw: RawResult, parsed: object, spec: TestSpec) -> Obse
     """
     ps: ProbeSpec = spec.lookup(test.probe, test.group_size)
     size = int(test.params.get("size_bytes", ps.size_bytes))
-    common = {"unit": ps.unit, "floor": ps.floor, "expected": ps.expected or ps.warn, "raw": raw}
+    common = {"unit": ps.unit, "floor": ps.floor, "expected": ps.expected or ps.warn, "raw": raw,
+              "facts": transport_facts(parsed, test)}
     if raw.unreachable:
         return Observation(test, UNREACHABLE, reason=f"unreachable: {', '.join(raw.unreachable)}",
                            **common)

@@ -1,8 +1,9 @@
-"""A run's judgement with its signals: the traffic's attribution with the signals' verdicts
-merged in, round by round (:func:`infer_run`), and the finished run's result
-(:func:`assemble_result`: :func:`~fabriccheck.inference.verdicts.build_result`, the ladder, and
-the signal readings, suspects and untested parts). The loop (:mod:`fabriccheck.orchestrator`)
-only plans, executes and records; what the observations mean is decided here.
+"""A run's judgement with its signals: the traffic's attribution with the signals' verdicts and
+the transport fallbacks merged in, round by round (:func:`infer_run`), and the finished run's
+result (:func:`assemble_result`: :func:`~fabriccheck.inference.verdicts.build_result`, the
+ladder, the signal readings, suspects and untested parts, and each node's NCCL transport). The
+loop (:mod:`fabriccheck.orchestrator`) only plans, executes and records; what the observations
+mean is decided here.
 """
 
 from __future__ import annotations
@@ -11,6 +12,12 @@ from collections.abc import Sequence
 
 from fabriccheck.inference.attribute import Inference, infer
 from fabriccheck.inference.signals import SignalState, evaluate_signals, merge_signal_verdicts
+from fabriccheck.inference.transport import (
+    add_transport_results,
+    explained_out,
+    judge_transport,
+    merge_transport_verdicts,
+)
 from fabriccheck.inference.verdicts import RunEnd, build_result
 from fabriccheck.models import RunResult
 from fabriccheck.policy import SweepPolicy
@@ -21,7 +28,9 @@ from fabriccheck.topology.view import FabricView
 
 def infer_run(history: RunHistory, view: FabricView, signals: Sequence[SignalSpec],
               last: SignalState | None = None) -> tuple[Inference, SignalState]:
-    """Attribution of the traffic so far, with the signals' own verdicts merged in.
+    """Attribution of the traffic so far, with the signals' own verdicts and the transport
+    fallbacks the nccl tests' NCCL INFO lines show (:mod:`fabriccheck.inference.transport`)
+    merged in; the slow tests a fallen-back node explains are left out of the attribution.
 
     Parameters
     ----------
@@ -42,7 +51,9 @@ def infer_run(history: RunHistory, view: FabricView, signals: Sequence[SignalSpe
     readings = history.signal_observations
     sig = last if last is not None and last.readings == len(readings) else \
         evaluate_signals(readings, signals, view.peer_class)
-    return merge_signal_verdicts(infer(history.observations, view), sig), sig
+    transport = judge_transport(history.observations)
+    inf = infer(explained_out(history.observations, transport), view)
+    return merge_transport_verdicts(merge_signal_verdicts(inf, sig), transport), sig
 
 
 def assemble_result(mode: str, nodes: list[str], history: RunHistory, inf: Inference,
@@ -55,14 +66,15 @@ def assemble_result(mode: str, nodes: list[str], history: RunHistory, inf: Infer
     if ladder is not None:
         result.extra["ladder"] = ladder
     add_signal_results(result, sig, history, skipped)
+    add_transport_results(result, judge_transport(history.observations))
     result.extra["strict"] = policy.strict
     return result
 
 
 def add_signal_results(result: RunResult, sig: SignalState, history: RunHistory,
                        skipped: Sequence[str]) -> None:
-    """Signal readings into the run result: the ``signals`` key, suspects, untested parts and
-    the readings themselves (``signal_observations``)."""
+    """Signal readings into the run result: the ``signals`` key, suspects, untested parts, the
+    readings themselves (``signal_observations``) and the configuration peers (``config``)."""
     result.extra["signals"] = sig.to_json()
     result.extra["preflight_skipped"] = list(skipped)
     drain = set(result.drain)
@@ -80,6 +92,8 @@ def add_signal_results(result: RunResult, sig: SignalState, history: RunHistory,
                                 if w["target"].split("/", 1)[0] not in gone]
     result.extra["node_info"] = len(sig.info)
     result.extra["kernel_log"] = kernel_log_scope(history)
+    # per configuration setting: the peers' majority and the parts unlike it (config_peers)
+    result.extra["config"] = sig.config
 
 
 def kernel_log_scope(history: RunHistory) -> dict:

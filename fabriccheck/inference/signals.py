@@ -19,6 +19,12 @@ against. What can still mislead is noise in the reading, so:
 
 Signals of level 2, 4 and 8 read a group: a failing group makes its nodes suspects (a group
 reading cannot tell its members apart), never bad.
+
+Configuration readings (``node-config``, ``nic-config``: facts with ``config`` settings) are also
+judged against the parts' peers of the same class after the per-target judgement
+(:mod:`~fabriccheck.inference.config_peers`): a fault outlier is bad (drained, the finding as its
+reason), a warn one is listed in ``warnings``, a fleet split without a clear majority is info;
+``config`` in the state holds what the peers hold per setting.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 from fabriccheck.errors import ConfigError, ParseError
+from fabriccheck.inference.config_peers import judge_peers
+from fabriccheck.inference.counter_span import span_raw
 from fabriccheck.models import (
     BAD,
     ERROR,
@@ -42,7 +50,8 @@ from fabriccheck.models import (
     Test,
     Verdict,
 )
-from fabriccheck.probes.node.catalogue import Catalogue
+from fabriccheck.probes.node.catalogue import Catalogue, builtin_catalogue
+from fabriccheck.probes.node.config import SETTING_CHECKS
 from fabriccheck.probes.node.findings import FAULT, INFO, WARN
 from fabriccheck.probes.node.judge import NodeContext
 from fabriccheck.probes.signal_value import extract_reading
@@ -111,10 +120,14 @@ def _fault_text(findings: Sequence[dict]) -> str:
 
 
 def judge_signal(test: Test, raw: RawResult, sig: SignalSpec,
-                 catalogue: Catalogue | None = None) -> Observation:
+                 catalogue: Catalogue | None = None,
+                 earlier: Mapping[str, Observation] | None = None) -> Observation:
     """One signal test's observation: ``pass``/``fail`` with its value, or ``error`` /
     ``unreachable`` with the reason (never an exception for a bad reading). A judged node-local
-    reading (``parser: node-*``) carries its findings; ``catalogue`` is the spec's."""
+    reading (``parser: node-*``) carries its findings; ``catalogue`` is the spec's. A closing
+    counter read (``params.span_of``) is judged with its preflight reading from ``earlier``
+    (the run's signal readings by test id) over the run's span
+    (:mod:`~fabriccheck.inference.counter_span`)."""
     unit = sig.unit
     if raw.unreachable:
         return Observation(test, UNREACHABLE, unit=unit, raw=raw,
@@ -128,9 +141,14 @@ def judge_signal(test: Test, raw: RawResult, sig: SignalSpec,
         tail = (raw.stderr.strip().splitlines() or [""])[-1][:120]
         return Observation(test, ERROR, unit=unit, raw=raw, reason=(
             f"no reading: command exited {raw.exit_code}" + (f": {tail}" if tail else "")))
+    context, text, over = node_context(test), raw.stdout, ""
+    joined = span_raw(test, raw, earlier or {}, context.window_s)
+    if joined is not None:
+        text, context = joined[0].stdout, replace(context, window_s=joined[1])
+        over = f" over the run's {joined[1]:.0f} s"
     try:
-        reading = extract_reading(raw.stdout, regex=sig.value, parser=sig.parser,
-                                  context=node_context(test), catalogue=catalogue)
+        reading = extract_reading(text, regex=sig.value, parser=sig.parser,
+                                  context=context, catalogue=catalogue)
     except (ParseError, ConfigError, ValueError) as exc:
         return Observation(test, ERROR, unit=unit, raw=raw, reason=f"no reading: {exc}")
     value = reading.value
@@ -139,20 +157,21 @@ def judge_signal(test: Test, raw: RawResult, sig: SignalSpec,
     floor = sig.pass_min if sig.pass_min is not None else sig.pass_max
     if bad is None:
         return Observation(test, PASS, value, unit, floor=floor, raw=raw,
-                           reason=f"{sig.name} {value:g} {bound_text(sig)}", findings=found,
-                           facts=dict(reading.facts))
+                           reason=f"{sig.name} {value:g} {bound_text(sig)}{over}",
+                           findings=found, facts=dict(reading.facts))
     why = f"signal {sig.name}: {value:g}{' ' + unit if unit else ''} fails {bound_text(sig)}"
     if found:
-        why = f"signal {sig.name}: {_fault_text(found)}"
+        why = f"signal {sig.name}: {_fault_text(found)}{over}"
     return Observation(test, FAIL, value, unit, floor=bad[0], raw=raw, reason=why,
                        findings=found, facts=dict(reading.facts))
 
 
 def judge_signal_round(tests: Sequence[Test], raws: Sequence[RawResult],
                        signals: Mapping[str, SignalSpec],
-                       catalogue: Catalogue | None = None) -> list[Observation]:
+                       catalogue: Catalogue | None = None,
+                       earlier: Mapping[str, Observation] | None = None) -> list[Observation]:
     """:func:`judge_signal` over a round (tests and raws in the same order)."""
-    return [judge_signal(t, r, signals[str(t.params["signal"])], catalogue)
+    return [judge_signal(t, r, signals[str(t.params["signal"])], catalogue, earlier)
             for t, r in zip(tests, raws, strict=True)]
 
 
@@ -200,6 +219,8 @@ class SignalState:
     warnings: list[dict] = field(default_factory=list)
     #: info-level findings (recorded only)
     info: list[dict] = field(default_factory=list)
+    #: per configuration setting what the peers hold (run JSON ``config``)
+    config: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {name: r.to_json() for name, r in sorted(self.by_signal.items())}
@@ -225,7 +246,64 @@ def evaluate_signals(observations: Sequence[Observation], signals: Sequence[Sign
             _judge_target(r, target, obs, state)
             _note_findings(r.spec.name, target, obs, state)
         _judge_peers(r, state, peer_class)
+    _judge_config_peers(state, peer_class)
     return state
+
+
+def _judge_config_peers(state: SignalState,
+                        peer_class: Callable[[str], object] | None = None) -> None:
+    """Every part's configuration settings (the last judged reading's ``facts["config"]``)
+    against its peers of the same class: the part's kind (NIC speed) and its ``config_class``
+    (SKU, NIC model)."""
+    settings: dict[str, dict] = {}
+    classes: dict[str, tuple] = {}
+    labels: dict[tuple, str] = {}
+    skip: dict[str, set[str]] = {}
+    severities: dict[str, str] = {}
+    readings: dict[str, tuple[SignalReadings, Observation]] = {}
+    for name, r in state.by_signal.items():
+        for target, obs in r.readings.items():
+            last = next((o for o in reversed(obs) if o.status in (PASS, FAIL)
+                         and isinstance(o.facts.get("config"), dict)), None)
+            if last is None or len(last.test.nodes) != 1:
+                continue
+            kind = peer_class(target) if peer_class is not None else None
+            sku = str(last.facts.get("config_class") or "")
+            cls = (name, kind, sku)
+            settings[target], classes[target] = dict(last.facts["config"]), cls
+            labels[cls] = " ".join(x for x in (sku, f"{kind:g} Gb/s" if isinstance(
+                kind, int | float) else "") if x)
+            skip[target] = set(last.facts.get("config_judged") or ())
+            severities.update(last.facts.get("config_severity") or {})
+            readings[target] = (r, last)
+    if not settings:
+        return
+    peers = judge_peers(settings, classes, severities, skip, labels=labels)
+    state.config = peers.summary
+    cat = builtin_catalogue()
+    for o in peers.outliers:
+        r, last = readings[o.target]
+        check = SETTING_CHECKS.get(o.setting, "")
+        part = f"nic {o.target.split('/', 1)[1]}" if "/" in o.target else "node"
+        entry = {"target": o.target, "signal": r.spec.name, "severity": o.severity,
+                 "part": part, "what": f"{o.what} (peers)", "line": "", "check": check,
+                 "fix": cat.entry(check).fix if check in cat else ""}
+        if o.severity == FAULT:
+            why = f"signal {r.spec.name}: {o.what}"
+            old = r.reason.get(o.target) if r.status.get(o.target) == "fail" else None
+            r.status[o.target] = "fail"
+            r.reason[o.target] = f"{old}; {o.what}" if old else why
+            kind = "nic" if "/" in o.target else "node"
+            _add(state.bad_nics if kind == "nic" else state.bad_nodes,
+                 Verdict(kind, o.target, BAD, why, (last.test.test_id,)))
+        elif o.severity == WARN:
+            state.warnings.append(entry)
+        else:
+            state.info.append(entry)
+    for sp in peers.splits:
+        state.info.append({"target": "*", "signal": "config", "severity": INFO, "part": "node",
+                           "what": sp.what, "line": "", "check": "cfg-peers-split",
+                           "fix": cat.entry("cfg-peers-split").fix})
 
 
 def _note_findings(name: str, target: str, obs: list[Observation], state: SignalState) -> None:

@@ -153,6 +153,10 @@ class Planner:
         local = self.signals.before_traffic(ctx.nodes, ctx.view, history.round_count + 1,
                                             signal_retests, self._budget_left(history))
         plan = self._traffic_round(history, inf)
+        if not local and self._ladder_done() and not isinstance(plan, _Finished):
+            # counters read again with the first round after the ladder: errors over its traffic
+            local = self.signals.closing(ctx.active(inf), history.preflight_signal_tests,
+                                         history.round_count + 1, self._budget_left(history))
         if not local:
             return plan
         if isinstance(plan, _Finished):
@@ -226,6 +230,10 @@ class Planner:
             return None
         tests = plan_followup_round(self.ctx, history, inf, self.bisect, self.tries)
         return RoundPlan(RoundKind.FOLLOW_UP, tuple(tests)) if tests else None
+
+    def _ladder_done(self) -> bool:
+        """The ladder and the scale phase are behind (the run is in its follow-ups)."""
+        return self.phase >= PHASES.index("signals")
 
     def _budget_left(self, history: RunHistory) -> float | None:
         """Test time the budget has left (None: no budget): no signal may wait longer."""

@@ -21,7 +21,18 @@ port-errors    nic      ``perfquery`` (IB) / ``ethtool -S`` (RoCE), read    no f
 kernel-log     node     ``dmesg --time-format iso`` judged by the catalogue  no fault finding
                         (Xids by number, mlx5 lines by meaning), events
                         since the node's last check (history) only
+node-config    node     one command, ``== section`` markers: the driver      no fault finding
+                        version, ``ls -d /sys/module/nvidia_peermem``,
+                        mlx5_core's version, ``nvidia-smi topo -m``, the
+                        bridge/``ACSCtl`` lines of ``lspci -D -vvv``
+nic-config     nic      ``ibv_devinfo -d {nic}``; RoCE also ``ethtool -i``,  no fault finding
+                        the netdev MTU, ``mlnx_qos -i``, the ECN enable
+                        files and the GID types
 =============  =======  ==================================================  =================
+
+The configuration checks (``node-config``, ``nic-config``; docs/config-checks.md) are judged
+against the spec's ``config:`` block here, and every setting against the node's peers of the
+same SKU after the round (:mod:`fabriccheck.inference.config_peers`).
 
 The judged checks (``node-*`` parsers) give findings of three severities (docs/node-checks.md):
 a fault fails the signal (drain), a warn is listed in the run's ``warnings`` (the job may run;
@@ -99,6 +110,43 @@ def _nic_checks(fabric: str, nic_gbps: float) -> list[dict]:
     ]
 
 
+#: the node's configuration (docs/config-checks.md): every section's errors are kept (``2>&1``)
+#: so a missing tool reads as unread, and ``== end`` marks an output that was not cut
+NODE_CONFIG = (
+    "echo '== driver'; cat /proc/driver/nvidia/version 2>&1; "
+    "echo '== peermem'; ls -d /sys/module/nvidia_peermem /sys/module/nv_peer_mem 2>&1; "
+    "echo '== mlx5_core'; cat /sys/module/mlx5_core/version 2>&1; "
+    "echo '== topo'; nvidia-smi topo -m 2>&1; "
+    "echo '== acs'; lspci -D -vvv 2>&1 "
+    "| grep -E '^[0-9a-f]|Bus: primary|Express \\(|ACSCtl|denied'; "
+    "echo '== end'"
+)
+_NIC_DEVINFO = "echo '== devinfo'; ibv_devinfo -d {nic} 2>&1; "
+#: one NIC's configuration on InfiniBand: firmware and the port's active MTU
+NIC_CONFIG_IB = _NIC_DEVINFO + "echo '== end'"
+#: ... and on RoCE: the netdev's driver, MTU, QoS (trust, PFC), ECN and GID types
+NIC_CONFIG_ROCE = (
+    f"{_ROCE_DEV}; {_NIC_DEVINFO}"
+    "echo '== ethtool'; ethtool -i \"$dev\" 2>&1; "
+    "echo '== mtu'; cat /sys/class/net/\"$dev\"/mtu 2>&1; "
+    "echo '== qos'; mlnx_qos -i \"$dev\" 2>&1; "
+    "echo '== ecn'; grep -H . /sys/class/net/\"$dev\"/ecn/roce_np/enable/* "
+    "/sys/class/net/\"$dev\"/ecn/roce_rp/enable/* 2>&1; "
+    "echo '== gids'; grep -H . /sys/class/infiniband/{nic}/ports/1/gid_attrs/types/* 2>/dev/null; "
+    "echo '== end'"
+)
+
+
+def _config_checks(fabric: str, gpus: bool) -> list[dict]:
+    nic = {"name": "nic-config", "level": 1, "per": "nic", "parser": "nic-config",
+           "command": NIC_CONFIG_IB if fabric == "infiniband" else NIC_CONFIG_ROCE,
+           "unit": "faults", "pass": {"max": 0}, "timeout_s": PREFLIGHT_TIMEOUT_S}
+    node = {"name": "node-config", "level": 1, "per": "node", "command": NODE_CONFIG,
+            "parser": "node-config", "unit": "faults", "pass": {"max": 0},
+            "timeout_s": PREFLIGHT_TIMEOUT_S}
+    return [node, nic] if gpus else [nic]
+
+
 _KERNEL_LOG = {"name": "kernel-log", "level": 1, "per": "node",
                "command": "dmesg --time-format iso", "parser": "node-kernel",
                "unit": "faults", "pass": {"max": 0}, "timeout_s": 20}
@@ -134,13 +182,18 @@ def preflight(spec: TestSpec, fabric: str, nic_gbps: Sequence[float] = ()) -> Pr
     if rdma:
         speeds = sorted({float(g) for g in nic_gbps if g and g > 0})
         entries += _nic_checks(fabric, speeds[0] if speeds else spec.nic_gbps)
+        entries += _config_checks(fabric, spec.gpus_per_node > 0)
+        if spec.gpus_per_node <= 0:
+            skipped.append(f"node-config: spec {spec.name} has no GPUs (GPUDirect, GPU-NIC "
+                           "locality and ACS are GPU settings)")
         if len(speeds) > 1:
             skipped.append(f"port-rate: NICs of {len(speeds)} speeds in scope "
                            f"({', '.join(f'{g:g}' for g in speeds)} Gb/s): each port is held "
                            f"to the slowest ({speeds[0]:g} Gb/s)")
     else:
-        skipped.append(f"port-state, port-rate, pcie-link, port-errors: spec {spec.name} is "
-                       f"for fabric {spec.fabric!r}, not InfiniBand or RoCE (no RDMA ports)")
+        skipped.append(f"port-state, port-rate, pcie-link, port-errors, node-config, "
+                       f"nic-config: spec {spec.name} is for fabric {spec.fabric!r}, not "
+                       "InfiniBand or RoCE (no RDMA ports)")
     if entries:  # the kernel log holds GPU Xids and mlx5 errors: only where those exist
         entries.append(_KERNEL_LOG)
     else:

@@ -5,7 +5,9 @@
 - level 2, 4, 8: the nodes are carved into groups of that size, each group spanning leaves
   (nodes sorted by pod and leaf, group ``j`` takes every ``m``-th node); ``per: nic`` adds
   one test per rail of the group.
-- a retest repeats one failing reading (same node, NIC and signal) in a later round.
+- a retest repeats one failing reading (same node, NIC and signal) in a later round;
+- a closing read repeats each counter reading of the preflight once, with the first round after
+  the ladder (its counters are then judged over the run's span: docs/node-checks.md).
 """
 
 from __future__ import annotations
@@ -93,9 +95,11 @@ class SignalPhases:
         self.level1 = tuple(s for s in signals if s.level == 1)
         self.groups = tuple(s for s in signals if s.level > 1)
         self.gpus = gpus_per_node
+        self.by_name = {s.name: s for s in signals}
         self.preflight_done = False
         self.retest_done = False
         self.groups_done = False
+        self.closing_done = False
 
     def before_traffic(self, nodes: Sequence[str], view: FabricView, round_no: int,
                        retests: Sequence[Observation], timeout_cap: float | None = None
@@ -111,6 +115,27 @@ class SignalPhases:
             self.retest_done = True
             return plan_signal_retests(retests, round_no, timeout_cap)
         return []
+
+    def closing(self, nodes: Sequence[str], history_preflight: Sequence[Test], round_no: int,
+                timeout_cap: float | None = None) -> list[Test]:
+        """Once: each counter reading of the preflight (``parser: node-counters``) read again,
+        on ``nodes`` (those still in play), so its counters are judged over the run's span (the
+        ladder's traffic included), not only over the preflight's window."""
+        if self.closing_done:
+            return []
+        self.closing_done = True
+        out = []
+        live = set(nodes)
+        for t in history_preflight:
+            sig = self.by_name.get(str(t.params.get("signal")))
+            if sig is None or sig.parser != "node-counters" or t.nodes[0] not in live:
+                continue
+            timeout = t.timeout_s if timeout_cap is None else min(t.timeout_s, timeout_cap)
+            params = {**dict(t.params), "span_of": t.test_id}
+            out.append(Test(test_id=f"r{round_no}-span-{t.test_id.split('-', 1)[1]}",
+                            probe=t.probe, nodes=t.nodes, round=round_no,
+                            purpose=Purpose.CONFIRM, timeout_s=timeout, params=params))
+        return out
 
     def after_traffic(self, nodes: Sequence[str], view: FabricView, round_no: int,
                       timeout_cap: float | None = None) -> list[Test]:

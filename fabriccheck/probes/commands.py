@@ -11,7 +11,10 @@ reference/tool-formats.md §1.8, §2.6 and §4 (Azure NHC):
   same plus the server's address; distinct ``-p`` per pair so pairs can share hosts.
 - ``nccl``: ``mpirun -np N -H host:g,... -x NCCL_* all_reduce_perf -b .. -e .. -f 2 -g 1`` on the
   first node (or ``srun`` inside a Slurm allocation), ``NCCL_ALGO=Ring`` across nodes and
-  ``NCCL_IB_HCA`` limited to the NICs of the rails under test.
+  ``NCCL_IB_HCA`` limited to the NICs of the rails under test; ``NCCL_DEBUG=INFO`` with
+  ``NCCL_DEBUG_SUBSYS=INIT,NET`` unless the site's ``nccl_env`` sets ``NCCL_DEBUG``: the init and
+  network lines only (a few per channel and rank), which say the network each rank used and
+  whether GPUDirect RDMA was on (:mod:`fabriccheck.probes.nccl_transport`).
 - ``allreduce-cpu``: ``python -m fabriccheck.probes.allreduce_cpu`` once per node (gloo over the
   rails' interfaces); rank 0 prints an nccl-tests table, so the nccl-tests parser reads it.
 - ``signal``: ``sh -c <the signal's command>`` on the first node, placeholders filled and quoted
@@ -45,6 +48,11 @@ NCCL_BINARIES = {
     "reduce_scatter": "reduce_scatter_perf",
 }
 
+#: what nccl-tests run with unless the site's ``nccl_env`` sets ``NCCL_DEBUG``: NCCL's INFO lines
+#: of its init and network subsystems (which network, which HCAs, GPUDirect RDMA per channel),
+#: not the whole debug stream (graph search, tuning, allocations)
+NCCL_TRANSPORT_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+
 DEFAULT_PORT = 18515  # perftest's default TCP port; executors add the test's index in its round
 ROCE_UDP_PORT = 4791  # RoCEv2's destination UDP port
 ROCE_SPORT_MIN = 0xC000  # RoCEv2 source ports derived from a flow label lie in 49152-65535
@@ -55,15 +63,17 @@ class CommandOptions:
     """Site settings for the command builders (binaries, launcher, RoCE/GPU options).
 
     ``nccl_tests_dir`` is where ``all_reduce_perf`` & co. live ("" = on PATH); ``launcher`` is
-    ``mpirun`` or ``srun``; ``gid_index`` is perftest's ``-x`` (RoCE v2: usually 3, None on IB);
-    ``use_cuda`` a GPU index for ``ib_write_bw --use_cuda`` (GPUDirect), None for host memory.
+    ``mpirun`` or ``srun``; ``nccl_env`` NCCL variables for nccl-tests (without ``NCCL_DEBUG``
+    in it, :data:`NCCL_TRANSPORT_ENV` is added); ``gid_index`` is perftest's ``-x`` (RoCE v2:
+    usually 3, None on IB); ``use_cuda`` a GPU index for ``ib_write_bw --use_cuda``
+    (GPUDirect), None for host memory.
     """
 
     launcher: str = "mpirun"
     mpirun: str = "mpirun"
     srun: str = "srun"
     nccl_tests_dir: str = ""
-    nccl_env: Mapping[str, str] = field(default_factory=lambda: {"NCCL_DEBUG": "WARN"})
+    nccl_env: Mapping[str, str] = field(default_factory=lambda: dict(NCCL_TRANSPORT_ENV))
     iperf3: str = "iperf3"
     ib_write_bw: str = "ib_write_bw"
     gid_index: int | None = None
@@ -246,6 +256,8 @@ def nccl_launch(test: Test, nic_ips: Mapping[str, str], opts: CommandOptions) ->
     if "iters" in test.params:
         tool += ["-n", str(int(test.params["iters"]))]
     env = dict(opts.nccl_env)
+    if "NCCL_DEBUG" not in env:
+        env.update(NCCL_TRANSPORT_ENV)
     env.update(opts.env)
     if len(test.nodes) > 1:
         env["NCCL_ALGO"] = "Ring"  # measure the network, not NVLS/Tree (tool-formats §3.7)

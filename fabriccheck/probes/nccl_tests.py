@@ -30,6 +30,7 @@ from fabriccheck.probes.nccl_tests_json import (
     parse_nccl_tests_json,
 )
 from fabriccheck.probes.nccl_tests_rows import ROW_PREFIX_RE, ROW_START_RE, Schema, parse_row
+from fabriccheck.probes.nccl_transport import TransportReader
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -78,6 +79,8 @@ class _State:
     later_tests: list[str] | None = None
     later_awaiting: bool = False  # a later test was announced, its header not yet seen
     next_name: str | None = None  # a collective announced after the first test's footer
+    #: the NCCL INFO lines that say which network each rank used (probes.nccl_transport)
+    transport: TransportReader = field(default_factory=TransportReader)
 
 
 def parse_nccl_tests(text: str) -> NcclTestsResult:
@@ -211,6 +214,8 @@ def _feed_later_test(st: _State, s: str) -> None:
 
 def _feed_nccl_line(st: _State, m: re.Match[str], lineno: int) -> None:
     st.info_hosts.append(m["host"])
+    if m["level"] == "INFO":
+        st.transport.feed(m["host"], m["pid"], m["dev"], m["msg"])
     err = nccl_line_error(m, lineno)
     if err is not None:
         st.errors.append(err)
@@ -239,6 +244,7 @@ def _feed_meta(st: _State, s: str, lineno: int) -> bool:
     if m:
         rank, host = int(m["rank"]), m["host"]
         st.ranks.setdefault(rank, set()).add((host, int(m["pid"])))
+        st.transport.note_rank(rank, host, m["pid"], m["dev"])
         st.rank_hosts.append(host)
         st.recognized += 1
         return True
@@ -418,4 +424,5 @@ def _finish(st: _State, text: str) -> NcclTestsResult:
         max_bytes=hdr.get("maxBytes"),
         validation=hdr.get("validation"),
         out_of_bounds=st.oob,
+        transport=st.transport.ranks(multi_host=len(set(st.rank_hosts or st.info_hosts)) > 1),
     )

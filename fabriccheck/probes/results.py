@@ -55,6 +55,24 @@ class NcclRow:
 
 
 @dataclass(frozen=True)
+class RankTransport:
+    """How one NCCL rank moved its inter-node data (:mod:`fabriccheck.probes.nccl_transport`):
+    ``net`` ``ib`` (InfiniBand or RoCE) | ``socket`` | a net plugin's name | None (no NET channel),
+    ``gdr`` whether its NET channels used GPUDirect RDMA (None: unknown), ``hcas`` the devices
+    NCCL chose for them."""
+
+    host: str
+    rank: int | None
+    net: str | None
+    gdr: bool | None
+    hcas: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "rank": self.rank, "net": self.net, "gdr": self.gdr,
+                "hcas": list(self.hcas)}
+
+
+@dataclass(frozen=True)
 class NcclTestsResult:
     status: str
     rows: tuple[NcclRow, ...] = ()
@@ -69,6 +87,8 @@ class NcclTestsResult:
     max_bytes: int | None = None
     validation: int | None = None  # -c value (0: #wrong is N/A)
     out_of_bounds: int | None = None  # footer `Out of bounds values : N`
+    #: per rank, the network and GPUDirect RDMA its NCCL INFO lines show (none without them)
+    transport: tuple[RankTransport, ...] = ()
 
     @property
     def max_busbw_gbps(self) -> float | None:

@@ -52,6 +52,8 @@ NODE_PARSERS: Mapping[str, str | None] = {
     "node-nvlink": "nvidia-smi-nvlink",
     "node-kernel": "kernel-log",
     "node-counters": None,
+    "node-config": "node-config",
+    "nic-config": "nic-config",
 }
 _UPTIME_LINE = re.compile(r"\A\s*(\d+(?:\.\d+)?) \d+(?:\.\d+)?\s*\n")
 

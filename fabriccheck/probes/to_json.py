@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fabriccheck.probes.nccl_transport import transport_summary
 from fabriccheck.probes.results import (
     Iperf3Result,
     NcclLogScan,
@@ -48,7 +49,9 @@ def _nccl_row(r: NcclRow) -> dict[str, Any]:
 
 def nccl_tests_json(r: NcclTestsResult) -> dict[str, Any]:
     """nccl-tests: ``rows[]`` (``size_bytes``, ``busbw_gbps``, ``busbw_inplace_gbps``,
-    ``wrong``, ...), ``max_busbw_gbps``, ``hosts``, ``errors[]``."""
+    ``wrong``, ...), ``max_busbw_gbps``, ``hosts``, ``errors[]``, ``transport[]`` (per rank:
+    ``host``, ``rank``, ``net``, ``gdr``, ``hcas``) and ``transport_summary`` (``net``:
+    ``socket`` when any rank used sockets; ``socket_hosts``, ``no_gdr_hosts``)."""
     return {
         "tool": "nccl-tests", "status": r.status, "reason": r.reason,
         "collective": r.collective, "rows": [_nccl_row(x) for x in r.rows],
@@ -56,6 +59,8 @@ def nccl_tests_json(r: NcclTestsResult) -> dict[str, Any]:
         "hosts": list(r.hosts), "ranks": r.ranks, "min_bytes": r.min_bytes,
         "max_bytes": r.max_bytes, "validation": r.validation, "out_of_bounds": r.out_of_bounds,
         "errors": [e.to_json() for e in r.errors], "warnings": [e.to_json() for e in r.warnings],
+        "transport": [t.to_json() for t in r.transport],
+        "transport_summary": transport_summary(r.transport),
     }  # fmt: skip
 
 

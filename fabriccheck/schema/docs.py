@@ -24,7 +24,7 @@ BLOCKS: dict[str, tuple[type[BaseModel], ...]] = {
     "topology": (topology.TopologyFile, topology.NodeModel, topology.NicModel,
                  topology.SwitchModel, topology.LinkModel),
     "generators": (topology.RailOptimized, topology.FatTree),
-    "spec": (spec.SpecFile, spec.Probes, spec.ProbeBlock, spec.GroupBar),
+    "spec": (spec.SpecFile, spec.Probes, spec.ProbeBlock, spec.GroupBar, spec.ConfigBlock),
     "signals": (signals.SignalsFile, signals.SignalModel, signals.PassRule),
     "inventory": (inventory.InventoryFile, inventory.SshSettings, inventory.ProbeSettings,
                   inventory.HostModel, inventory.NicAddressModel, inventory.LabInfo),

@@ -58,7 +58,8 @@ class ProbeSettings(StrictModel):
     mpirun: Name = Field("mpirun", description="the mpirun to call")
     srun: Name = Field("srun", description="the srun to call")
     nccl_tests_dir: str = Field("", description="where all_reduce_perf lives; '' = on PATH")
-    nccl_env: Env = Field(default_factory=lambda: {"NCCL_DEBUG": "WARN"},
+    nccl_env: Env = Field(default_factory=lambda: {"NCCL_DEBUG": "INFO",
+                                                   "NCCL_DEBUG_SUBSYS": "INIT,NET"},
                           description="NCCL_* variables for nccl-tests")  # fmt: skip
     iperf3: Name = Field("iperf3", description="the iperf3 binary")
     ib_write_bw: Name = Field("ib_write_bw", description="the perftest binary")

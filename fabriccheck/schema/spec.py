@@ -72,6 +72,43 @@ class Probes(StrictModel):
     allreduce_cpu: ProbeBlocks | None = Field(None, alias="allreduce-cpu")
 
 
+#: ``nvidia-smi topo -m`` distances, nearest first (a GPU's nearest NIC may be at most ``gpu_nic``)
+GPU_NIC_DISTANCES = ("PIX", "PXB", "PHB", "NODE", "SYS")
+#: settings that exist only on RoCE NICs
+ROCE_SETTINGS = ("pfc_priority", "trust", "ecn", "gid_index", "roce_version")
+
+
+class ConfigBlock(StrictModel):
+    """The configuration a healthy node and NIC of this SKU has (docs/config-checks.md); a setting
+    left out is judged against the node's peers only."""
+
+    gpudirect: Literal["required", "optional"] | None = Field(
+        None, description="required: GPUDirect RDMA on (nvidia_peermem loaded, or DMA-BUF)")
+    gpu_nic: Literal[GPU_NIC_DISTANCES] | None = Field(  # type: ignore[valid-type]
+        None, description="the farthest nvidia-smi topo -m distance from a GPU to its nearest "
+        "NIC (PIX, PXB, PHB, NODE, SYS)")
+    gpu_driver: Name | None = Field(None, description="NVIDIA driver version, e.g. '550.90.07'")
+    firmware: Name | None = Field(None, description="NIC firmware version, e.g. '28.41.1000'")
+    mtu: int | None = Field(None, ge=256, le=9216, description="RoCE: the netdev MTU (9000); "
+                            "InfiniBand: the port's active MTU (4096)")
+    pfc_priority: int | None = Field(None, ge=0, le=7, description="RoCE: the priority with "
+                                     "PFC on (lossless)")
+    trust: Literal["pcp", "dscp"] | None = Field(None, description="RoCE: the priority trust "
+                                                 "state")
+    ecn: bool | None = Field(None, description="RoCE: true: ECN (DCQCN) on the RoCE priority")
+    gid_index: int | None = Field(None, ge=0, le=255, description="RoCE: the GID index jobs use "
+                                  "(NCCL_IB_GID_INDEX)")
+    roce_version: Literal[1, 2] | None = Field(None, description="RoCE: the GID type wanted at "
+                                               "gid_index")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ConfigBlock:
+        if self.gid_index is not None and self.roce_version is None:
+            raise fail("gid_index needs roce_version", at=("gid_index",),
+                       hint="e.g. config: {gid_index: 3, roce_version: 2}")
+        return self
+
+
 class SpecFile(StrictModel):
     """A test spec: what "healthy" means for one SKU and fabric."""
 
@@ -90,8 +127,20 @@ class SpecFile(StrictModel):
     node_checks: dict[str, dict[str, Any]] | None = Field(
         None, description="node-local catalogue overrides by check id, e.g. "
         "{xid-63: {severity: fault}} (docs/node-checks.md)")
+    config: ConfigBlock | None = Field(
+        None, description="the configuration a healthy node and NIC has, e.g. {gpudirect: "
+        "required, mtu: 9000, pfc_priority: 3} (docs/config-checks.md)")
 
     @model_validator(mode="after")
     def _unique(self) -> SpecFile:
         unique_names(self.signals)
+        return self
+
+    @model_validator(mode="after")
+    def _config_fits_fabric(self) -> SpecFile:
+        if self.config is not None and self.fabric == "infiniband":
+            given = [k for k in ROCE_SETTINGS if getattr(self.config, k) is not None]
+            if given:
+                raise fail(f"{given[0]} is a RoCE setting, but the spec is for {self.fabric}",
+                           at=("config", given[0]), hint="remove it or set fabric: roce")
         return self

@@ -19,6 +19,16 @@ NVLS/tree reduce inside the node, about a tenth of a step) shows the slower path
 (host memory, NIC to NIC) does not touch it at all.
 Every measurement is × (1 + N(0, jitter)); with probability ``glitch_rate`` a test is also
 × U(0.3, 0.7) (transient: a retest draws again).
+
+Misconfigurations touch NCCL's inter-node traffic, never a 1x test nor host-memory ib_write_bw:
+``transport_fallback`` (to ``socket``: the node's ranks print ``NET/Socket`` and every
+collective it is in runs at :data:`SOCKET_BUSBW_GBPS`; to ``host_memory``: its NET channels lack
+``GDRDMA``, :data:`HOST_MEMORY_FACTOR`), ``acs_enabled`` (:data:`ACS_FACTOR`, and ib_write_bw
+from GPU memory, ``use_cuda``, halves), ``numa_misaligned`` (:data:`NUMA_FACTOR`) and, on RoCE,
+``pfc_disabled`` (collectives of :data:`INCAST_MIN_NODES` or more through the NIC:
+:data:`INCAST_FACTOR`; pairs pass). A ring moves at its slowest member: the lowest factor of the
+test's nodes applies. Every collective prints the NCCL INFO lines of ``NCCL_DEBUG_SUBSYS=INIT,NET``
+(``tools.nccl_info_lines``) that say the transport each rank used.
 """
 
 from __future__ import annotations
@@ -59,6 +69,28 @@ CPU_INTRA_BUSBW_GBPS = 10.0
 SSH_CONNECT_TIMEOUT_S = 10.0
 #: chance a test through a NIC with ``port_errors`` comes out low (link-level retransmissions)
 PORT_ERROR_GLITCH = 0.15
+#: NCCL over TCP sockets (``transport_fallback`` to socket): a few GB/s of busbw whatever the
+#: rails (NVIDIA/nccl-tests#188: with NCCL_IB_DISABLE=1 "much faster than 100MB/s yet slower
+#: than IB's 20GB/s"; NVIDIA/nccl#1591: "works ... but the throughput is terrible")
+SOCKET_BUSBW_GBPS = 3.0
+#: NET traffic staged through host memory (no GPUDirect RDMA: ``nvidia_peermem`` not loaded):
+#: every chunk crosses PCIe twice more and the host's memory; about a third of the busbw goes
+#: (NVIDIA/nccl#1412: two HDR nodes without GDRDMA averaged 33 GB/s, 93 GB/s at 1 GB with it;
+#: NVIDIA/nccl#307: NCCL 2.6.2 not using GDR for reads kept rings well below the 47 GB/s of
+#: DGX-1 nodes). The size of the loss depends on the host's PCIe and memory bandwidth.
+HOST_MEMORY_FACTOR = 0.65
+#: PCIe ACS on: GPU-NIC peer-to-peer traffic is redirected up to the CPU's root complex (NCCL
+#: troubleshooting guide, section "PCI Access Control Services (ACS)"; NVIDIA/nccl#199: P2P
+#: "just running at a very low speed" until ACS was disabled; NVIDIA/nccl-tests#252); modelled
+#: at half
+ACS_FACTOR = 0.5
+#: GPU and NIC across NUMA sockets (``nvidia-smi topo -m`` SYS instead of PIX/PXB): the
+#: traffic crosses the inter-socket link
+NUMA_FACTOR = 0.8
+#: RoCE without PFC/ECN: loss under incast (many senders into one receiver) and go-back-N
+#: retransmission collapse a collective's throughput; pairs (one sender) do not lose
+INCAST_FACTOR = 0.3
+INCAST_MIN_NODES = 4
 DEFAULT_SIZE = {"nccl": 1 << 30, "allreduce-cpu": 1 << 26, "ib_write_bw": 65536, "iperf3": 131072}
 
 
@@ -101,13 +133,15 @@ class SimExecutor:
     seed : int
         Every random choice (ECMP hashing, noise, glitches, flapping) derives from it: same seed
         and same rounds of tests give the same text.
+    use_cuda : int, optional
+        ib_write_bw runs ``--use_cuda=<gpu>`` (GPU memory: ``acs_enabled`` halves it).
     """
 
     name = "sim"
 
     def __init__(self, topology: Topology, spec: TestSpec | None = None,
                  faults: FaultSet | None = None, seed: int = 0, *, validate: bool = True,
-                 sku: str | None = None) -> None:
+                 sku: str | None = None, use_cuda: int | None = None) -> None:
         self.topology = topology
         self.spec = spec
         self.faults = faults or FaultSet()
@@ -130,7 +164,9 @@ class SimExecutor:
         self.gpu_name = GPU_NAMES[key]
         intra = getattr(spec, "intra_node_busbw_gbps", 0.0) if spec else 0.0
         self.intra_busbw_gbps = float(intra) if intra and intra > 0 else INTRA_BUSBW_GBPS[key]
-        self.options = CommandOptions(gid_index=3 if topology.fabric == "roce" else None)
+        #: ``use_cuda``: ib_write_bw moves GPU memory (``--use_cuda``), as a GPUDirect check does
+        self.options = CommandOptions(gid_index=3 if topology.fabric == "roce" else None,
+                                      use_cuda=use_cuda)
         #: what a switch answers a traceroute with: 100.64.0.0/10, by sorted index
         self._switch_ips = {sw: f"100.{64 + k // 65536}.{k // 256 % 256}.{k % 256}"
                             for k, sw in enumerate(sorted(topology.switches))}
@@ -165,6 +201,16 @@ class SimExecutor:
         i = self._node_idx.get(nic_node(endpoint), 0)
         return (i * self._rails + self.nic_rail(endpoint)) % 0xBFFE + 1
 
+    def mgmt_ip(self, node: str) -> str:
+        """The node's management address (``172.16.<hi>.<lo>`` of its index): NCCL's
+        out-of-band interface, and the interface its sockets use."""
+        i = self._node_idx.get(node, 0) + 1
+        return f"172.16.{i // 256}.{i % 256}"
+
+    def node_nics(self, node: str) -> tuple[str, ...]:
+        n = self.topology.nodes.get(node)
+        return tuple(nic.name for nic in n.nics) if n is not None else ()
+
     # ---- executor contract -------------------------------------------------------------------
     def run_round(self, tests: Sequence[Test]) -> list[RawResult]:
         """Run ``tests`` at the same time; one RawResult per test, in order."""
@@ -195,7 +241,8 @@ class SimExecutor:
             seed=self.seed, round_no=self.round_no, clock_s=self.clock_s, nic_ip=self.nic_ip,
             nic_lid=self.nic_lid, nic_rail=self.nic_rail,
             link_type="IB" if self.topology.fabric == "infiniband" else "Ethernet",
-            gpu_name=self.gpu_name,
+            gpu_name=self.gpu_name, node_nics=self.node_nics, mgmt_ip=self.mgmt_ip,
+            fallback=self.caps.fallback,
         )
         out = [self._finish(p, ctx) for p in preps]
         self.clock_s += max((r.duration_s for r in out), default=0.0)
@@ -438,7 +485,8 @@ class SimExecutor:
                                   jitter=jitter, rng=rng, cpu=cpu)
         flow = prep.flows[0]
         if test.probe == "ib_write_bw":
-            bw = None if failed else self._rate(prep) * IB_WRITE_BW_EFFICIENCY * noise
+            bw = None if failed else (self._rate(prep) * IB_WRITE_BW_EFFICIENCY * noise
+                                      * self._cuda_factor(flow))
             duration = float(p["duration_s"]) if "duration_s" in p else None
             return tools.run_ib_write_bw(test, ctx, flow, bw_gbps=bw,
                                          size_bytes=int(p["size_bytes"]), duration_s=duration,
@@ -469,4 +517,32 @@ class SimExecutor:
         rails = len({self.nic_rail(f.src) for f in prep.flows}) or 1
         scale = 1.0 - NCCL_LOSS_PER_DOUBLING * math.log2(len(test.nodes) / 2)
         exposed = 1.0 - GPU_LINK_SHARE * (1.0 - gpu)
-        return rails * self._rate(prep) / 8 * NCCL_EFFICIENCY[coll] * scale * exposed
+        busbw = (rails * self._rate(prep) / 8 * NCCL_EFFICIENCY[coll] * scale * exposed
+                 * self._config_factor(prep))
+        if any(self.caps.fallback.get(n) == "socket" for n in test.nodes):
+            busbw = min(busbw, SOCKET_BUSBW_GBPS)
+        return busbw
+
+    def _config_factor(self, prep: _Prep) -> float:
+        """What misconfigured members leave of a multi-node collective's busbw: the slowest
+        node's GPU-NIC path (host-memory staging, ACS, NUMA), times the incast collapse of a
+        RoCE NIC without PFC in a collective of :data:`INCAST_MIN_NODES` or more."""
+        caps = self.caps
+        factor = 1.0
+        for n in prep.test.nodes:
+            f = HOST_MEMORY_FACTOR if caps.fallback.get(n) == "host_memory" else 1.0
+            f *= ACS_FACTOR if n in caps.acs_nodes else 1.0
+            f *= NUMA_FACTOR if n in caps.numa_nodes else 1.0
+            factor = min(factor, f)
+        if (caps.pfc_off_nics and self.topology.fabric == "roce"
+                and len(prep.test.nodes) >= INCAST_MIN_NODES
+                and any(e in caps.pfc_off_nics for f in prep.flows for e in (f.src, f.dst))):
+            factor *= INCAST_FACTOR
+        return factor
+
+    def _cuda_factor(self, flow: Flow) -> float:
+        """ib_write_bw from GPU memory (``use_cuda``) through a node with ACS on: half."""
+        if self.options.use_cuda is None or not self.caps.acs_nodes:
+            return 1.0
+        ends = {nic_node(flow.src), nic_node(flow.dst)}
+        return ACS_FACTOR if ends & self.caps.acs_nodes else 1.0

@@ -22,6 +22,10 @@ Model (what a test measures, before noise):
   therefore get half of it each; capacity a slow test cannot use goes to the others.
 - Tests that fail (a down component, a flapping link that fires), hang or are unreachable send
   no traffic and take no share.
+- **Misconfigurations** (:data:`~fabriccheck.faults.CONFIG_NODE_KINDS` and ``pfc_disabled``) leave
+  every link's capacity alone: they slow a node's *NCCL* traffic only (the GPU-NIC path, the
+  transport NCCL picks, RoCE incast), so :class:`Capacities` lists them for the executor, which
+  applies them to collectives (``executor._busbw``) and to GPU-memory ``ib_write_bw``.
 """
 
 from __future__ import annotations
@@ -72,6 +76,14 @@ class Capacities:
     nic_factor: dict[str, float] = field(default_factory=dict)
     #: NICs with ``port_errors``: their tests now and then come out low
     error_nics: frozenset[str] = frozenset()
+    #: node -> what its NCCL falls back to (``transport_fallback``: ``socket`` | ``host_memory``)
+    fallback: dict[str, str] = field(default_factory=dict)
+    #: nodes with PCIe ACS on (GPUDirect traffic detours through the root complex)
+    acs_nodes: frozenset[str] = frozenset()
+    #: nodes whose GPU-NIC pairs cross NUMA sockets
+    numa_nodes: frozenset[str] = frozenset()
+    #: RoCE NICs without PFC/ECN: pairs pass, incast (collectives of 4+ nodes) collapses
+    pfc_off_nics: frozenset[str] = frozenset()
 
     @classmethod
     def build(cls, topology: Topology, faults: FaultSet) -> Capacities:
@@ -124,6 +136,10 @@ class Capacities:
             gpu_factor=gpu_f,
             nic_factor=nic_f,
             error_nics=frozenset(f.nic for f in faults.of_kind("port_errors") if f.nic),
+            fallback={f.node: str(f.to) for f in faults.of_kind("transport_fallback") if f.node},
+            acs_nodes=frozenset(f.node for f in faults.of_kind("acs_enabled") if f.node),
+            numa_nodes=frozenset(f.node for f in faults.of_kind("numa_misaligned") if f.node),
+            pfc_off_nics=frozenset(f.nic for f in faults.of_kind("pfc_disabled") if f.nic),
         )
 
 

@@ -215,7 +215,8 @@ def kernel_events(facts: NodeFacts, bg: Background, seed: int, node: str,
         (5.823104, f"NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {DRIVER}")]
     nics = nic_order(facts)
     if not facts.background:
-        ev.append((3.412201, f"mlx5_core 0000:1a:00.0: firmware version: {MLX5_FW}"))
+        fw = facts.firmware.get(nics[0], MLX5_FW) if nics else MLX5_FW
+        ev.append((3.412201, f"mlx5_core 0000:1a:00.0: firmware version: {fw}"))
     for i, nic in enumerate(nics if facts.background else ()):
         ev += _nic_boot(facts, bg, nic, 3.412201 + 0.35 * i, fabric, seed, node)
     for nic, t, pid in bg.access_reg:
@@ -245,7 +246,7 @@ def _nic_boot(facts: NodeFacts, bg: Background, nic: str, t: float, fabric: str,
           f"{504.112 * w / MAX_PCIE_WIDTH:.3f} Gb/s available PCIe bandwidth, limited by "
           f"32.0 GT/s PCIe x{w} link at {pci} (capable of 504.112 Gb/s with 32.0 GT/s PCIe "
           "x16 link)")
-    ev = [(t, f"mlx5_core {pci}: firmware version: {MLX5_FW}"),
+    ev = [(t, f"mlx5_core {pci}: firmware version: {facts.firmware.get(nic, MLX5_FW)}"),
           (t + 0.00006, f"mlx5_core {pci}: {bw}"),
           (t + 0.3502, f"mlx5_core {pci}: Port module event: module 0, Cable plugged")]
     if bg.power_notice:

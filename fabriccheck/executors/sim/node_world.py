@@ -26,6 +26,14 @@ spotless ones of a lab machine.
 
 Faults that land on "one GPU" of a node pick it by ``stable_hash(node, kind, k)`` among the GPUs
 the node still lists, so tests can find it in :class:`NodeFacts`.
+
+Configuration (docs/config-checks.md): every healthy node is set up alike (the fleet's firmware
+:data:`NIC_FIRMWARE`, ``nvidia_peermem`` loaded, ACS off on the GPU/NIC switch ports, each GPU
+sharing a PCIe switch with its rail NIC; RoCE: MTU 9000, trust dscp, PFC and ECN on priority
+3, GID 3 = RoCE v2; InfiniBand: active MTU 4096). The misconfiguration faults change one
+setting: ``transport_fallback {to: host_memory}`` (no peer-memory module), ``acs_enabled``,
+``numa_misaligned`` (the NICs in the other socket's slots), ``pfc_disabled``, ``gid_mismatch``,
+``mtu_mismatch``, ``firmware_drift``.
 """
 
 from __future__ import annotations
@@ -42,6 +50,10 @@ MAX_PCIE_WIDTH = 16
 GPU_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 #: PCIe buses of the NICs in name order (an 8x ConnectX-7 HGX server's layout)
 NIC_BUSES = (0x1A, 0x3C, 0x4D, 0x5E, 0x9C, 0xBC, 0xCC, 0xDC)
+#: the fleet's NIC firmware and MTUs (RoCE netdev, InfiniBand active MTU)
+NIC_FIRMWARE = "28.41.1000"
+ROCE_MTU = 9000
+IB_MTU = 4096
 #: application Xids a healthy node's log may hold (raised by user code)
 APPLICATION_XIDS = (13, 31, 43, 45)
 #: shares of the background table above
@@ -77,6 +89,16 @@ class NodeFacts:
     remap_pending: frozenset[int] = frozenset()
     nvlink_down: dict[int, int] = field(default_factory=dict)
     background: bool = True
+    #: configuration: peer-memory module loaded, ACS redirect on the GPU/NIC switch ports,
+    #: NICs in the other socket's slots; per NIC: MTU and firmware unlike the fleet's, PFC/ECN
+    #: off, the GID at index 3 RoCE v1
+    peermem: bool = True
+    acs: bool = False
+    numa_misaligned: bool = False
+    mtu: dict[str, int] = field(default_factory=dict)
+    firmware: dict[str, str] = field(default_factory=dict)
+    pfc_off: frozenset[str] = frozenset()
+    gid_v1: frozenset[str] = frozenset()
 
     @property
     def listed_gpus(self) -> int:
@@ -93,10 +115,13 @@ def node_facts(node: str, nics: dict[str, float], gpus: int, gpu_name: str,
     listed = gpus - missing
     down, width, rate, flap = set(), {}, {}, {}
     xids, throttle, remap, links = [], {}, set(), {}
+    config: dict = {"mtu": {}, "firmware": {}, "pfc_off": set(), "gid_v1": set()}
     seen: dict[str, int] = {}
     for f in mine:
         k = seen[f.kind] = seen.get(f.kind, -1) + 1
         gpu = stable_hash(node, f.kind, k) % listed if listed else 0
+        if _configure(config, f):
+            continue
         if f.nic:
             name = f.nic.split("/", 1)[1]
             if f.kind == "nic_down":
@@ -117,7 +142,29 @@ def node_facts(node: str, nics: dict[str, float], gpus: int, gpu_name: str,
             links[gpu] = links.get(gpu, 0) + int(f.links or 0)
     return NodeFacts(gpus, gpu_name, missing, dict(nics), frozenset(down), width, rate, flap,
                      tuple(xids), throttle, frozenset(remap), links,
-                     faults.noise.background != "none")
+                     faults.noise.background != "none",
+                     peermem=not config.get("no_peermem"), acs=bool(config.get("acs")),
+                     numa_misaligned=bool(config.get("numa")), mtu=config["mtu"],
+                     firmware=config["firmware"], pfc_off=frozenset(config["pfc_off"]),
+                     gid_v1=frozenset(config["gid_v1"]))
+
+
+def _configure(config: dict, f) -> bool:
+    """Note a misconfiguration fault ``f`` in ``config``; False for any other kind."""
+    name = (f.nic or "/").split("/", 1)[1]
+    if f.kind == "transport_fallback":  # to: socket shows in NCCL's own lines, not here
+        config["no_peermem"] = config.get("no_peermem") or f.to == "host_memory"
+    elif f.kind in ("acs_enabled", "numa_misaligned"):
+        config["acs" if f.kind == "acs_enabled" else "numa"] = True
+    elif f.kind in ("pfc_disabled", "gid_mismatch"):
+        config["pfc_off" if f.kind == "pfc_disabled" else "gid_v1"].add(name)
+    elif f.kind == "mtu_mismatch":
+        config["mtu"][name] = int(f.mtu or ROCE_MTU)
+    elif f.kind == "firmware_drift":
+        config["firmware"][name] = str(f.version)
+    else:
+        return False
+    return True
 
 
 # ---- where things sit ------------------------------------------------------------------------

@@ -11,7 +11,12 @@ around ``sleep N``; ``dmesg`` and ``dmesg --time-format iso``. The node behind t
 ``port_flap`` grows ``LinkDownedCounter`` / ``link_down_events_phy`` by ``per_hour`` over the
 uptime (a lifetime total; within the 5 s window rarely; perfquery's 8-bit ``LinkDownedCounter``
 stops at 255, as IBTA PortCounters saturate); ``nic_down`` reads ``1: DOWN``; the GPU
-and kernel-log faults are listed in :mod:`.node_text`. Any other command -- a different tool, or
+and kernel-log faults are listed in :mod:`.node_text`. The configuration commands
+(``node-config``, ``nic-config``: ``echo '== section'; <tool> 2>&1; ...; echo '== end'``, the
+RoCE one after ``dev=$(ls .../device/net | head -n 1)``) are answered section by section, each
+section's tool as :mod:`.node_config` prints it (``lspci -D -vvv | grep -E '<pattern>'`` is
+filtered with the pattern); a section whose tool the simulator does not know makes the whole
+command unknown. Any other command -- a different tool, or
 a known one inside a pipeline the simulator cannot run -- exits 127 with ``fabriccheck-sim: no
 simulated output for: ...``, which the run records as an untested signal (never a made-up
 value).
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from fabriccheck.executors.sim import node_text
+from fabriccheck.executors.sim import node_config, node_text
 from fabriccheck.executors.sim.model import stable_hash
 from fabriccheck.executors.sim.node_world import (
     MAX_PCIE_WIDTH,
@@ -187,7 +192,7 @@ def _perfquery(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
     blocks = []
     reads = _reads(command, "perfquery")
     for r, after in enumerate(reads):
-        grow = _growth(facts, nic, after)
+        grow = _growth(facts, nic, clock_s + after)  # errors since the run began
         symbols, downs = _lifetime(facts, bg, nic, bg.uptime_s + clock_s + after)
         counters = [
             ("PortSelect", str(port)), ("CounterSelect", "0x0000"),
@@ -219,7 +224,7 @@ def _ethtool(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
     blocks = []
     reads = _reads(command, "ethtool -S")
     for r, after in enumerate(reads):
-        grow = _growth(facts, nic, after)
+        grow = _growth(facts, nic, clock_s + after)  # errors since the run began
         symbols, downs = _lifetime(facts, bg, nic, bg.uptime_s + clock_s + after)
         stats = [
             ("rx_packets", 91234567 + 1000 * r), ("tx_packets", 90123456 + 1000 * r),
@@ -242,6 +247,61 @@ def _dmesg(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
                    duration_s=0.05)
 
 
+# ---- configuration (sectioned) -----------------------------------------------------------------
+_DEV = rf"dev=\$\(ls /sys/class/infiniband/{_W}/device/net \| head -n 1\); "
+_MARKER = re.compile(r"(?:^|; )echo '== (\w+)'(?=;|$)")
+_NET = r'/sys/class/net/"\$dev"'
+#: a section's command -> (facts, nic, seed, node, fabric, match) -> its output
+_SECTIONS = (
+    (r"cat /proc/driver/nvidia/version 2>&1", lambda f, *a: node_config.driver_version(f)),
+    (r"ls -d /sys/module/nvidia_peermem /sys/module/nv_peer_mem 2>&1",
+     lambda f, *a: node_config.peermem_ls(f)),
+    (r"cat /sys/module/mlx5_core/version 2>&1", lambda f, *a: node_config.mlx5_version()),
+    (r"nvidia-smi topo -m 2>&1", lambda f, *a: node_config.smi_topo(f)),
+    (r"lspci -D -vvv 2>&1 \| grep -E '([^']*)'",
+     lambda f, nic, seed, node, fabric, m: _grep(m[1], node_config.lspci_vvv(f, fabric))),
+    (rf"ibv_devinfo -d {_W} 2>&1",
+     lambda f, nic, seed, node, fabric, m: node_config.ibv_devinfo(f, seed, node, m[1], fabric)),
+    (r'ethtool -i "\$dev" 2>&1', lambda f, nic, *a: node_config.ethtool_i(f, nic)),
+    (rf"cat {_NET}/mtu 2>&1", lambda f, nic, *a: node_config.netdev_mtu(f, nic)),
+    (r'mlnx_qos -i "\$dev" 2>&1', lambda f, nic, *a: node_config.mlnx_qos(f, nic)),
+    (rf"grep -H \. {_NET}/ecn/roce_np/enable/\* {_NET}/ecn/roce_rp/enable/\* 2>&1",
+     lambda f, nic, *a: node_config.ecn_enable(f, nic)),
+    (rf"grep -H \. /sys/class/infiniband/{_W}/ports/1/gid_attrs/types/\* 2>/dev/null",
+     lambda f, nic, seed, node, fabric, m: node_config.gid_types(f, m[1])),
+)
+_SECTION_RES = tuple((re.compile(p), fn) for p, fn in _SECTIONS)
+_DEV_RE = re.compile(_DEV)
+
+
+def _grep(pattern: str, text: str) -> str:
+    """``grep -E pattern`` of ``text`` (the patterns the preflight writes are Python regexes
+    too)."""
+    rx = re.compile(pattern)
+    return "".join(ln + "\n" for ln in text.splitlines() if rx.search(ln))
+
+
+def _sectioned(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
+    pre = _DEV_RE.match(command)
+    nic, body = (pre[1], command[pre.end():]) if pre else (None, command)
+    if nic and nic not in facts.nic_gbps:
+        return ToolRun("", f"ls: cannot access '/sys/class/infiniband/{nic}/device/net': No "
+                       "such file or directory\n", exit_code=2, duration_s=0.01)
+    marks = list(_MARKER.finditer(body))
+    out = []
+    for mk, nxt in zip(marks, [*marks[1:], None], strict=True):
+        part = body[mk.end():nxt.start() if nxt else len(body)].removeprefix("; ").strip()
+        out.append(f"== {mk[1]}\n")
+        if not part:
+            continue
+        hit = next(((fn, sm) for rx, fn in _SECTION_RES if (sm := rx.fullmatch(part))), None)
+        if hit is None:
+            return ToolRun("", f"fabriccheck-sim: no simulated output for: {part}\n",
+                           exit_code=127, duration_s=0.01)
+        out.append(hit[0](facts, nic, seed, node, fabric, hit[1]))
+    return ToolRun("".join(out), duration_s=0.3 + 0.2 * len(marks))
+
+
 _SLEEP = r"; sleep \d+(?:\.\d+)?; "
 _UPTIME = r"(?:cat /proc/uptime; )?"
 _PQ = rf"perfquery -C {_W} -P '?(\d+)'?"
@@ -258,6 +318,7 @@ _HANDLERS = (
     (rf"dev=\$\(ls /sys/class/infiniband/{_W}/device/net \| head -n 1\); {_UPTIME}{_ETH}"
      rf"(?:{_SLEEP}{_ETH})*", _ethtool),
     (r"dmesg( --time-format[ =]iso)?", _dmesg),
+    (rf"(?:{_DEV})?echo '== \w+'; .*echo '== end'", _sectioned),
 )
 _COMMENT = re.compile(r"(?:^|\s)#[^'\"]*$")
 _COMPILED = tuple((re.compile(p), fn) for p, fn in _HANDLERS)

@@ -68,9 +68,10 @@ def nccl_binary(collective: str) -> str:
 
 def render_nccl_header(
     collective: str, ranks: Sequence[NcclRank], *, n_gpus: int, min_bytes: int, max_bytes: int,
-    warmup: int, iters: int,
+    warmup: int, iters: int, info: Sequence[str] = (),
 ) -> list[str]:
-    """Version, 'starting', parameters, ``# Using devices`` rank lines and the column header."""
+    """Version, 'starting', parameters, ``# Using devices`` rank lines, NCCL's init lines
+    (``info``: printed while the communicators come up) and the column header."""
     lines = [
         NCCL_VERSION_LINE,
         f"# Collective test starting: {nccl_binary(collective)}",
@@ -82,6 +83,7 @@ def render_nccl_header(
     for i, r in enumerate(ranks):
         tail = _rank_tail(r.host, r.device, r.bus_id, r.gpu_name)
         lines.append(f"#  Rank {i:2d} Group  0 Pid {r.pid:6d}{tail}")
+    lines += info
     lines += _column_header()
     return lines
 
@@ -133,6 +135,60 @@ def render_nccl_footer(collective: str, rows: Sequence[NcclRow]) -> list[str]:
         "#",
         "",
     ]
+
+
+# ---- NCCL INFO lines of the init and network subsystems (NCCL_DEBUG_SUBSYS=INIT,NET) ------
+#: the NCCL library the simulated nccl-tests are linked against (``NCCL version`` line)
+NCCL_LIB_VERSION = "2.21.5+cuda12.4"
+
+
+def nccl_prefix(host: str, pid: int, tid: int, dev: int) -> str:
+    """``host:pid:tid [cudaDev] NCCL INFO`` (NCCL's debug prefix, hostname cut at the dot).
+
+    >>> nccl_prefix("node-001.cluster", 4242, 4300, 3)
+    'node-001:4242:4300 [3] NCCL INFO'
+    """
+    return f"{host.split('.')[0]}:{pid}:{tid} [{dev}] NCCL INFO"
+
+
+def render_ib_using(prefix: str, hcas: Sequence[str], link: str, oob: str) -> str:
+    """``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:<ip><0>`` (``link``:
+    ``IB`` or ``RoCE``; NCCL's IB transport drives both).
+
+    >>> render_ib_using("p", ["mlx5_0", "mlx5_3"], "RoCE", "10.0.0.1")
+    'p NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_3:1/RoCE [RO]; OOB eth0:10.0.0.1<0>'
+    """
+    devs = "".join(f" [{i}]{h}:1/{link}" for i, h in enumerate(hcas))
+    return f"{prefix} NET/IB : Using{devs} [RO]; OOB eth0:{oob}<0>"
+
+
+def render_socket_fallback(prefix: str, ip: str) -> list[str]:
+    """No usable IB device: NCCL takes its socket transport over the management interface."""
+    return [f"{prefix} NET/IB : No device found.",
+            f"{prefix} NET/Socket : Using [0]eth0:{ip}<0>"]
+
+
+def render_gdr_disabled(prefix: str, index: int, hca: str) -> str:
+    """NCCL 2.14+'s per-HCA GPUDirect RDMA line (``nvidia_peermem`` not loaded, no DMA-BUF)."""
+    return f"{prefix} NET/IB : GPU Direct RDMA Disabled for HCA {index} '{hca}'"
+
+
+def render_net_channel(prefix: str, channel: int, src: tuple[int, int], dst: tuple[int, int],
+                       direction: str, net: str, dev: int, gdr: bool) -> str:
+    """A NET channel line of NCCL 2.19+ (``rank[nvmlDev]`` on both ends).
+
+    >>> render_net_channel("p", 0, (0, 0), (8, 0), "send", "IB", 0, True)
+    'p Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA'
+    """
+    return (f"{prefix} Channel {channel:02d}/0 : {src[0]}[{src[1]}] -> {dst[0]}[{dst[1]}] "
+            f"[{direction}] via NET/{net}/{dev}{'/GDRDMA' if gdr else ''}")
+
+
+def render_p2p_channel(prefix: str, channel: int, src: tuple[int, int], dst: tuple[int, int]
+                       ) -> str:
+    """An intra-node channel over NVLink (``P2P/CUMEM/read``, NCCL 2.19+)."""
+    return (f"{prefix} Channel {channel:02d}/0 : {src[0]}[{src[1]}] -> {dst[0]}[{dst[1]}] "
+            "via P2P/CUMEM/read")
 
 
 def render_ib_warn(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from fabriccheck.executors.sim import render
 from fabriccheck.executors.sim.model import stable_hash
@@ -45,6 +45,12 @@ class ToolContext:
     nic_rail: Callable[[str], int]
     link_type: str  # IB | Ethernet
     gpu_name: str
+    #: node -> its NICs' names (NCCL's IB device list when a test names none of them)
+    node_nics: Callable[[str], tuple[str, ...]] = lambda node: ()
+    #: node -> its management address (NCCL's out-of-band interface, and its sockets)
+    mgmt_ip: Callable[[str], str] = lambda node: "192.168.0.1"
+    #: node -> what its NCCL falls back to (``socket`` | ``host_memory``); absent: IB + GDRDMA
+    fallback: Mapping[str, str] = field(default_factory=dict)
 
 
 def _pid(ctx: ToolContext, test: Test, host: str, i: int = 0) -> int:
@@ -94,6 +100,56 @@ def _ranks(test: Test, ctx: ToolContext, shape: NcclShape, cpu: bool) -> list[re
     ]
 
 
+def _test_nics(test: Test) -> dict[str, list[str]]:
+    """node -> the names of its NICs the test's flows use (rail order: NCCL_IB_HCA's list)."""
+    out: dict[str, set[str]] = {}
+    for f in test.flows:
+        for e in (f.src, f.dst):
+            out.setdefault(nic_node(e), set()).add(_nic_name(e))
+    return {n: sorted(names) for n, names in out.items()}
+
+
+def nccl_info_lines(test: Test, ctx: ToolContext, ranks: Sequence[render.NcclRank],
+                    gpus: int) -> list[str]:
+    """What ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET`` adds to the output, per rank: the
+    network's devices (``NET/IB : Using ...``, or no IB device and ``NET/Socket`` on a node
+    that falls back to sockets), ``GPU Direct RDMA Disabled`` per HCA on a node without
+    GPUDirect RDMA, ``Using network``, then one send and one receive NET channel to the same
+    GPU of the next and previous node (GPU g on NIC g: the rail layout), ``/GDRDMA`` unless the
+    node stages through host memory; a single-node test's channels are NVLink (``P2P``). A
+    few lines per rank, where real NCCL prints some per channel."""
+    g = max(1, gpus)
+    k_nodes = len(test.nodes)
+    link = "IB" if ctx.link_type == "IB" else "RoCE"
+    nics = _test_nics(test)
+    lines = [f"NCCL version {render.NCCL_LIB_VERSION}"]
+    for i, r in enumerate(ranks):
+        k, d = divmod(i, g)
+        init = render.nccl_prefix(r.host, r.pid, r.pid + 31, d)
+        proxy = render.nccl_prefix(r.host, r.pid, r.pid + 47, d)
+        fallback = ctx.fallback.get(r.host)
+        hcas = nics.get(r.host) or list(ctx.node_nics(r.host))
+        if fallback == "socket" or not hcas:
+            lines += render.render_socket_fallback(init, ctx.mgmt_ip(r.host))
+            net, dev, gdr = "Socket", 0, False
+        else:
+            lines.append(render.render_ib_using(init, hcas, link, ctx.mgmt_ip(r.host)))
+            if fallback == "host_memory":
+                lines += [render.render_gdr_disabled(init, j, h) for j, h in enumerate(hcas)]
+            net, dev, gdr = "IB", d % len(hcas), fallback != "host_memory"
+        lines.append(f"{init} Using network {net}")
+        if k_nodes > 1:
+            nxt, prv = ((k + 1) % k_nodes) * g + d, ((k - 1) % k_nodes) * g + d
+            lines.append(render.render_net_channel(proxy, 0, (i, d), (nxt, d), "send", net,
+                                                   dev, gdr))
+            lines.append(render.render_net_channel(proxy, 0, (prv, d), (i, d), "receive", net,
+                                                   dev, gdr))
+        elif g > 1:
+            lines.append(render.render_p2p_channel(proxy, 0, (i, d),
+                                                   (k * g + (d + 1) % g, (d + 1) % g)))
+    return lines
+
+
 def _count(collective: str, size: int, n: int) -> int:
     count = size // 4
     return count // n if collective in ("all_gather", "alltoall", "reduce_scatter") else count
@@ -119,6 +175,7 @@ def run_nccl(
     lines = render.render_nccl_header(
         shape.collective, ranks, n_gpus=1, min_bytes=shape.min_bytes,
         max_bytes=shape.max_bytes, warmup=shape.warmup, iters=shape.iters,
+        info=() if cpu else nccl_info_lines(test, ctx, ranks, shape.gpus_per_node),
     )
     elapsed = NCCL_LAUNCH_S
     rows = []
@@ -149,6 +206,7 @@ def run_nccl_failure(
     lines = render.render_nccl_header(
         shape.collective, ranks, n_gpus=1, min_bytes=shape.min_bytes,
         max_bytes=shape.max_bytes, warmup=shape.warmup, iters=shape.iters,
+        info=() if cpu else nccl_info_lines(test, ctx, ranks, shape.gpus_per_node),
     )
     hosts: list[str] = []
     for k, flow in enumerate(broken[:16]):

@@ -12,5 +12,5 @@ from __future__ import annotations
 NODE_TOOLS = (
     "nvidia-smi", "nvidia-smi-q", "nvidia-smi-qx", "nvidia-smi-L", "nvidia-smi-topo",
     "nvidia-smi-nvlink", "kernel-log", "ibstat", "ibstatus", "ib-sysfs", "perfquery",
-    "ethtool", "ethtool-S", "lspci", "rocm-smi", "amd-smi",
+    "ethtool", "ethtool-S", "lspci", "rocm-smi", "amd-smi", "node-config", "nic-config",
 )

@@ -20,7 +20,8 @@ _FAMILIES = (("xid-", "GPU Xid events (kernel log)"), ("kern-", "Kernel log line
              ("amd-", "AMD GPU state (rocm-smi, amd-smi)"),
              ("port-", "Ports (ibstat, ibstatus, sysfs, ethtool)"),
              ("ctr-", "Port counters (perfquery, ethtool -S)"), ("eth-", "Ethernet"),
-             ("pcie-", "PCIe links (lspci)"))
+             ("pcie-", "PCIe links (lspci)"),
+             ("cfg-", "Configuration: node-config, nic-config (docs/config-checks.md)"))
 
 
 def _cell(text: str) -> str:

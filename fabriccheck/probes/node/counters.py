@@ -2,12 +2,13 @@
 
 Two or more reads of the same port give each counter's growth over the window between the
 first and the last read, graded per hour against its catalogue entry (``warn_per_hour``,
-``fault_per_hour``, ``fault_min_count``, ``warn_min_count``). The window is the context's (the preflight knows
-it), else a ``sleep N`` line or ``date +%s`` stamps found in the text; counters that grew with
-no window make the report incomplete. A read is also a lifetime total: with the uptime known
-(the context's, or a ``/proc/uptime`` line before the reads) it is a rate since boot, a warn
-above ``warn_per_hour`` and info below; without it a non-zero error counter of a single read is
-a warn (the entry's ``lifetime_severity``). A lifetime total is never a fault: it may be old.
+``fault_per_hour``, ``fault_min_count``, ``warn_min_count``). The window is the context's (the
+preflight knows it), else a ``sleep N`` line or ``date +%s`` stamps found in the text;
+counters that grew with no window make the report incomplete. A read is also a lifetime
+total: with the uptime known (the context's, or a ``/proc/uptime`` line before the reads) it is
+a rate since boot, a warn above ``warn_per_hour`` and info below; without it a non-zero error
+counter of a single read is a warn (the entry's ``lifetime_severity``). A lifetime total is
+never a fault: it may be old.
 """
 
 from __future__ import annotations

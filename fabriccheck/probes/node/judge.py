@@ -57,6 +57,8 @@ JUDGES: Mapping[str, tuple[str, str]] = {
     "lspci": ("pcie", "judge_lspci"),
     "rocm-smi": ("amd", "judge_rocm_smi"),
     "amd-smi": ("amd", "judge_amd_smi"),
+    "node-config": ("config", "judge_node_config"),
+    "nic-config": ("config_nic", "judge_nic_config"),
 }
 assert set(JUDGES) == set(NODE_TOOLS)
 
@@ -64,6 +66,8 @@ assert set(JUDGES) == set(NODE_TOOLS)
 #: Specific formats first (XML, JSON, sectioned outputs); a stamped kernel log before the
 #: formats that accept bare driver messages.
 DETECTORS: tuple[tuple[str, str, str], ...] = (
+    ("node-config", "config", "looks_like_node_config"),
+    ("nic-config", "config", "looks_like_nic_config"),
     ("nvidia-smi-qx", "smi_xml", "looks_like_xml"),
     ("rocm-smi", "amd", "looks_like_rocm_smi"),
     ("amd-smi", "amd", "looks_like_amd_smi"),
