@@ -30,6 +30,7 @@ from fabriccheck.models import (
 )
 from fabriccheck.report.advice import Headline, headline, next_steps
 from fabriccheck.report.charts import render_nic_bars, render_sparkline, render_timeline
+from fabriccheck.report.config_table import config_rows
 from fabriccheck.report.heatmaps import render_pair_matrix, render_rail_heatmap
 from fabriccheck.report.ladder_table import ladder_context, ladder_table
 from fabriccheck.report.path_overlay import cable, counted_links, per_test
@@ -278,6 +279,8 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
             if healthy_hidden else "Healthy components without a verdict row passed every test."
         ),
         signal_rows=signal_rows(result.extra.get("signals") or {}),
+        config_rows=config_rows(result.extra.get("config") or {}),
+        node_warnings=result.extra.get("warnings") or [],
         preflight_skipped=result.extra.get("preflight_skipped") or [],
         failing=[_test_row(o, True) for o in listed],
         failing_more=listed_more,

@@ -131,3 +131,26 @@ def test_healthy_gate_on_a_subset_says_go():
     cls = node_classes(dom)
     assert all("st-healthy" in cls[n] for n in nodes)
     assert all("st-untested" in cls[n] for n in sorted(topo.nodes)[16:])
+
+
+def test_configuration_outliers_and_node_warnings_are_tabled():
+    """A NIC on another firmware (a warning) and one on another MTU (drained): the configuration
+    table lists both outliers first, with the fleet's majority; the warning table names the NIC
+    and its fix; a healthy gate has no warning table."""
+    topo = load_topology("roce-rail-64")
+    nodes = sorted(topo.nodes)[:8]
+    faults = FaultSet.from_dict({"noise": NOISE, "faults": [
+        {"kind": "firmware_drift", "nic": "node-003/mlx5_1", "version": "28.39.1002"},
+        {"kind": "mtu_mismatch", "nic": "node-004/mlx5_2", "mtu": 1500}]})
+    result = simulate(topo, faults, mode="gate", nodes=nodes)
+    dom = parse(render_html(result, topo))
+    rows = dom.find("table", id="config-table").find("tbody").find_all("tr")
+    top = {r.find_all("td")[0].text().strip(): r.find_all("td")[3].text() for r in rows[:2]}
+    assert set(top) == {"firmware", "mtu"}
+    assert "node-003/mlx5_1" in top["firmware"] and "28.39.1002" in top["firmware"]
+    assert "node-004/mlx5_2" in top["mtu"] and "1500" in top["mtu"]
+    warns = dom.find("table", id="warning-table").text()
+    assert "node-003/mlx5_1" in warns and "firmware" in warns
+    assert "node-004" in result.drain
+    clean = simulate(topo, FaultSet.from_dict({"noise": NOISE}), mode="gate", nodes=nodes)
+    assert clean.drain == [] and 'id="warning-table"' not in render_html(clean, topo)
