@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fabriccheck.probes.node.catalogue import Catalogue, Entry
@@ -447,17 +447,24 @@ def judge_perfquery(text: str, catalogue: Catalogue, context: Any) -> NodeReport
     series = parse_perfquery_reads(text)
     if not series:
         return NodeReport("perfquery", complete=False, reason="no '# Port counters' block")
+    return _report("perfquery", series, text, catalogue, context, _pq_facts)
+
+
+def _report(tool: str, series: Sequence[Series], text: str, catalogue: Catalogue,
+            context: Any, facts_of: Any) -> NodeReport:
+    """The report of parsed counter reads: findings over the window and since boot, parts with
+    no counters make it incomplete, ``facts_of(series, window_s, source)`` its facts."""
     window_s, source = _window(text, context, series)
     uptime_s = _uptime(text, context)
     findings, complete, reason = judge_series(series, catalogue, window_s, uptime_s)
-    empty = [s.part for s in series if not any(s.reads)]
+    empty = [s.part for s in series if not any(any(r) for r in s.reads)]
     if empty:
         complete = False
         reason = "; ".join(filter(None, [reason, f"no counters under {', '.join(empty)}"]))
-    facts = _pq_facts(series, window_s, source)
+    facts = facts_of(series, window_s, source)
     if uptime_s:
         facts["uptime_s"] = uptime_s
-    return NodeReport("perfquery", tuple(findings), facts, complete, reason)
+    return NodeReport(tool, tuple(findings), facts, complete, reason)
 
 
 # --- ethtool -S ----------------------------------------------------------------------------------
@@ -510,16 +517,12 @@ def judge_ethtool_stats(text: str, catalogue: Catalogue, context: Any) -> NodeRe
     series = parse_ethtool_reads(text)
     if not series:
         return NodeReport("ethtool-S", complete=False, reason="no 'NIC statistics:' block")
-    window_s, source = _window(text, context, series)
-    uptime_s = _uptime(text, context)
-    findings, complete, reason = judge_series(series, catalogue, window_s, uptime_s)
     table = counter_entries(catalogue)
+    report = _report("ethtool-S", series, text, catalogue, context,
+                     lambda ss, w, src: _eth_facts(ss, table, w, src))
     if not any(any(r) for s in series for r in s.reads):
-        complete, reason = False, "no counters under 'NIC statistics:'"
-    facts = _eth_facts(series, table, window_s, source)
-    if uptime_s:
-        facts["uptime_s"] = uptime_s
-    return NodeReport("ethtool-S", tuple(findings), facts, complete, reason)
+        report = replace(report, reason="no counters under 'NIC statistics:'")
+    return report
 
 
 def judge_sysfs_counters(values: Mapping[str, int], part: str, catalogue: Catalogue,
