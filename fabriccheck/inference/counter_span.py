@@ -10,13 +10,11 @@ has no span: its closing read is judged alone.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 
 from fabriccheck.models import Observation, RawResult, Test
-
-_UPTIME = re.compile(r"\A\s*(\d+(?:\.\d+)?) \d+(?:\.\d+)?[ \t]*\n")
+from fabriccheck.probes.node.counters import split_uptime
 
 
 def span_raw(test: Test, raw: RawResult, earlier: Mapping[str, Observation],
@@ -36,10 +34,11 @@ def span_raw(test: Test, raw: RawResult, earlier: Mapping[str, Observation],
     first = earlier.get(str(test.params.get("span_of") or ""))
     if first is None or first.raw is None:
         return None
-    a, b = _UPTIME.match(first.raw.stdout), _UPTIME.match(raw.stdout)
-    if a is None or b is None:
+    up_a = split_uptime(first.raw.stdout)[0]
+    up_b, rest = split_uptime(raw.stdout)
+    if up_a is None or up_b is None:
         return None
-    span = float(b[1]) - float(a[1]) + (window_s or 0.0)
-    if float(b[1]) < float(a[1]) or span <= 0:
+    span = up_b - up_a + (window_s or 0.0)
+    if up_b < up_a or span <= 0:
         return None  # rebooted in between: the counters restarted
-    return replace(raw, stdout=first.raw.stdout + raw.stdout[b.end():]), span
+    return replace(raw, stdout=first.raw.stdout + rest), span

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -55,7 +55,6 @@ NODE_PARSERS: Mapping[str, str | None] = {
     "node-config": "node-config",
     "nic-config": "nic-config",
 }
-_UPTIME_LINE = re.compile(r"\A\s*(\d+(?:\.\d+)?) \d+(?:\.\d+)?\s*\n")
 
 
 @dataclass(frozen=True)
@@ -70,8 +69,8 @@ class Reading:
 def node_reading(text: str, parser: str, context: NodeContext | None = None,
                  catalogue: Catalogue | None = None) -> Reading:
     """Judge ``text`` with node parser ``parser`` (:data:`NODE_PARSERS`): the value is how many
-    fault findings there are. A leading ``/proc/uptime`` line sets the context's uptime (the
-    time base of lifetime counters); an incomplete output adds a warn.
+    fault findings there are (a leading ``/proc/uptime`` line is the counters judge's to read:
+    the time base of lifetime counters); an incomplete output adds a warn.
 
     >>> node_reading("", "node-kernel").value
     Traceback (most recent call last):
@@ -81,9 +80,6 @@ def node_reading(text: str, parser: str, context: NodeContext | None = None,
     if not text.strip():
         raise ParseError("empty output", tool=parser)
     context = context or NodeContext()
-    if m := _UPTIME_LINE.match(text):
-        context = replace(context, uptime_s=float(m[1]))
-        text = text[m.end():]
     tool = NODE_PARSERS[parser] or detect_node_tool(text)
     if tool is None:
         raise ParseError("not counter output (perfquery or ethtool -S)", tool=parser,

@@ -233,8 +233,21 @@ def uptime_from_text(text: str) -> float | None:
     >>> uptime_from_text("350735.47 2798376.49\\n# Port counters: Lid 3 port 1\\n")
     350735.47
     """
+    return split_uptime(text)[0]
+
+
+def split_uptime(text: str) -> tuple[float | None, str]:
+    """A leading ``/proc/uptime`` line's seconds since boot, and the text after that line (the
+    whole text, and None, when it has none).
+
+    >>> split_uptime("350735.47 2798376.49\\nNIC statistics:\\n")
+    (350735.47, 'NIC statistics:\\n')
+    """
     m = _UPTIME.match(text)
-    return float(m["up"]) if m else None
+    if m is None:
+        return None, text
+    rest = text[m.end():]
+    return float(m["up"]), rest[1:] if rest.startswith("\n") else rest
 
 
 def judge_series(series: Sequence[Series], catalogue: Catalogue, window_s: float | None,
