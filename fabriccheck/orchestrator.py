@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from fabriccheck.costs import NO_METER, CostMeter
 from fabriccheck.errors import ConfigError
 from fabriccheck.executors.base import Executor
 from fabriccheck.inference.attribute import Inference, link_name
@@ -38,6 +39,7 @@ from fabriccheck.topology.model import Topology
 from fabriccheck.topology.view import FabricView
 
 ProgressFn = Callable[[dict], None]
+RoundFn = Callable[[RoundRecord], None]
 
 
 def run(
@@ -50,6 +52,8 @@ def run(
     *,
     progress: ProgressFn | None = None,
     log_suspects: Sequence[str] = (),
+    on_round: RoundFn | None = None,
+    meter: CostMeter = NO_METER,
 ) -> RunResult:
     """Run a sweep, gate or bisect over ``nodes`` and return the verdicts.
 
@@ -66,6 +70,13 @@ def run(
         ``failed``, ``test_seconds``).
     log_suspects
         Bisect: hosts a job log named, tested first against nodes that are not named.
+    on_round
+        Called with every round as it is judged; default: the executor's own ``on_round`` if
+        it has one (the history's recorder, :class:`~fabriccheck.store.recording.
+        RecordingExecutor`: each round is written once, as the run judged it).
+    meter
+        Charged with each round's CPU per phase (plan, execute, parse, judge, signals, infer):
+        :mod:`fabriccheck.costs`, ``bench/bench_cost.py``.
 
     Returns
     -------
@@ -86,7 +97,8 @@ def run(
                      tuple(n for n in log_suspects if n in scope), signals,
                      learns_paths=learner is not None, catalogue=catalogue)
     planner = Planner(ctx)
-    history, inf, end, sig = _loop(ctx, planner, executor, progress, learner)
+    on_round = on_round or getattr(executor, "on_round", None)
+    history, inf, end, sig = _loop(ctx, planner, executor, progress, learner, on_round, meter)
     ladder = None
     if planner.ladder.steps or planner.ladder.skipped:
         ladder = {**planner.ladder.info(), "scale_suspects": planner.open_suspects()}
@@ -98,28 +110,41 @@ def run(
 
 
 def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: ProgressFn | None,
-          learner: PathLearner | None = None
+          learner: PathLearner | None = None, on_round: RoundFn | None = None,
+          meter: CostMeter = NO_METER,
           ) -> tuple[RunHistory, Inference, RunEnd, SignalState]:
     """Plan → budget check → execute → judge → record → attribute → absorb, until finished."""
     history, verdict_rounds = RunHistory(), {}
-    inf, sig = infer_run(history, ctx.view, ctx.signals)
+    with meter.timed("infer"):
+        inf, sig = infer_run(history, ctx.view, ctx.signals)
     stop_reason, budget_hit = "", False
-    while (plan := planner.next_round(history, inf, sig.retest)) is not FINISHED:
+    while True:
+        with meter.timed("plan"):
+            plan = planner.next_round(history, inf, sig.retest)
+        if plan is FINISHED:
+            break
         assert isinstance(plan, RoundPlan)
         if not _budget_allows(ctx.policy, history, plan):
             budget_hit = True
             stop_reason = f"budget of {ctx.policy.budget_s:g} s test time used up"
             break
-        history = history.with_round(_execute(ctx, executor, plan, history, learner))
-        inf, sig = infer_run(history, ctx.view, ctx.signals, sig)
-        _note_verdict_rounds(inf, history.round_count, verdict_rounds, ctx.view)
-        planner.absorb(history, inf)
+        history = history.with_round(_execute(ctx, executor, plan, history, learner, meter))
+        if on_round is not None:
+            on_round(history.rounds[-1])
+        with meter.timed("infer"):
+            inf, sig = infer_run(history, ctx.view, ctx.signals, sig)
+            _note_verdict_rounds(inf, history.round_count, verdict_rounds, ctx.view)
+        with meter.timed("plan"):
+            planner.absorb(history, inf)
         if plan.kind == "follow-up":
             for n in planner.bisect.culprits:
                 verdict_rounds.setdefault(n, history.round_count)
+        last = history.rounds[-1]
+        meter.close_round(tests=len(last.observations), test_seconds=last.seconds)
         if progress is not None:
             progress(_progress_line(history))
-    inf, sig = infer_run(history, ctx.view, ctx.signals, sig)
+    with meter.timed("infer"):
+        inf, sig = infer_run(history, ctx.view, ctx.signals, sig)
     if (not stop_reason and history.traffic_rounds >= planner.round_limit
             and _open(inf, planner)):
         stop_reason = f"max rounds ({planner.round_limit}) reached with suspects open"
@@ -137,26 +162,26 @@ def _budget_allows(policy: SweepPolicy, history: RunHistory, plan: RoundPlan) ->
 
 
 def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunHistory,
-             learner: PathLearner | None = None) -> RoundRecord:
+             learner: PathLearner | None = None, meter: CostMeter = NO_METER) -> RoundRecord:
     # pinned RoCE flows: learn their paths first (a traceroute on each flow's 5-tuple)
-    planned = learner.learn(plan.tests, executor) if learner else plan.tests
-    tests, raws, seconds = run_waves(executor, planned)
+    with meter.timed("execute"):
+        planned = learner.learn(plan.tests, executor) if learner else plan.tests
+        tests, raws, seconds = run_waves(executor, planned)
     is_sig = [t.probe == Probe.SIGNAL for t in tests]
     traffic = [(t, r) for t, r, s in zip(tests, raws, is_sig, strict=True) if not s]
     obs, warnings = judge_round([t for t, _ in traffic], [r for _, r in traffic], ctx.spec,
-                                ctx.policy, history.observations, ctx.view)
+                                ctx.policy, history.observations, ctx.view, meter)
     if any(is_sig):
         specs = {s.name: s for s in ctx.signals}
-        sig_obs = iter(judge_signal_round(
-            [t for t, s in zip(tests, is_sig, strict=True) if s],
-            [r for r, s in zip(raws, is_sig, strict=True) if s], specs, ctx.catalogue,
-            {o.test.test_id: o for o in history.signal_observations}))
-        traffic_obs = iter(obs)
-        obs = [next(sig_obs) if s else next(traffic_obs) for s in is_sig]
-    links = tuple(frozenset().union(*(ctx.view.flow_links(f)[1] for f in o.test.flows))
-                  for o in obs)
+        with meter.timed("signals"):
+            sig_obs = iter(judge_signal_round(
+                [t for t, s in zip(tests, is_sig, strict=True) if s],
+                [r for r, s in zip(raws, is_sig, strict=True) if s], specs, ctx.catalogue,
+                {o.test.test_id: o for o in history.signal_observations}))
+            traffic_obs = iter(obs)
+            obs = [next(sig_obs) if s else next(traffic_obs) for s in is_sig]
     return RoundRecord(history.round_count + 1, plan.kind, tuple(obs), seconds,
-                       tuple(warnings), links)
+                       tuple(warnings))
 
 
 def run_waves(executor: Executor, tests: Sequence[Test]

@@ -11,23 +11,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from fabriccheck.models import PASS, Link, Observation, Probe, Purpose, RoundKind, Test
+from fabriccheck.models import PASS, Observation, Probe, Purpose, RoundKind, Test
 
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """One executed round: what ran, how it was judged, how long it took.
-
-    ``links`` holds, per observation, the switch links its flows may have crossed (the route
-    on InfiniBand, the union of the equal-cost paths on RoCE).
-    """
+    """One executed round: what ran, how it was judged, how long it took (the links a test's
+    flows crossed are asked of the fabric view when inference needs them, not kept here)."""
 
     number: int
     kind: RoundKind
     observations: tuple[Observation, ...]
     seconds: float = 0.0
     warnings: tuple[str, ...] = ()
-    links: tuple[frozenset[Link], ...] = ()
 
     @property
     def failed(self) -> int:

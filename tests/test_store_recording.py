@@ -58,3 +58,35 @@ def test_rounds_are_recorded_as_they_finish_and_replayed_on_resume(tmp_path):
     assert statuses == {"pass"}
     rec2.close()
     store.close()
+
+
+def test_under_the_orchestrator_each_round_is_written_as_the_run_judged_it(tmp_path):
+    """The orchestrator hands every judged round to the recorder (its ``on_round``): the store
+    holds the run's own observations (peer judgement included), round by round, and the
+    recorder never parses or judges a round itself."""
+    from fabriccheck.faults import load_faults
+    from fabriccheck.orchestrator import run
+    from fabriccheck.policy import SweepPolicy
+    from fabriccheck.specs import resolve_spec
+    from tests.conftest import REPO
+
+    topo = load_topology("roce-rail-64")
+    spec = resolve_spec(None, topo)
+    faults = load_faults(str(REPO / "topologies" / "faults" / "demo-roce-64.yaml"))
+    store = Store(tmp_path / "h.sqlite")
+    nodes = sorted(topo.nodes)
+    run_id = store.begin_run("sweep", nodes)
+    exe = make_executor("sim", topology=topo, spec=spec, faults=faults, seed=2)
+    rec = RecordingExecutor(exe, store, run_id, spec=None, records_rounds=False)
+    result = run("sweep", nodes, topo, spec, rec, SweepPolicy(seed=2))
+    stored = store.completed_rounds(run_id)
+    assert len(stored) == result.rounds
+    got = [(o.test.test_id, o.status, o.value, o.reason) for obs in stored.values() for o in obs]
+    want = [(o.test.test_id, o.status, o.value, o.reason) for o in result.observations]
+    traffic = {o.test.test_id for o in result.observations}
+    # spec=None: a recorder judging itself would give pass/error only, no values or reasons
+    assert [g for g in got if g[0] in traffic] == want
+    assert {"pass", "fail"} <= {s for _, s, _, _ in want}
+    signals = [g for g in got if g[0] not in traffic]  # the preflight's judged readings
+    assert signals and all(r for _, _, _, r in signals)
+    store.close()

@@ -219,7 +219,8 @@ class OpsSession:
             from fabriccheck.store.recording import RecordingExecutor
 
             executor = RecordingExecutor(executor, self.store, self.run_id, spec=spec,
-                                         replay=self.replay, signals=signals)  # fmt: skip
+                                         replay=self.replay, signals=signals,
+                                         records_rounds=False)  # fmt: skip
         return executor
 
     # -- after the run -----------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from fabriccheck.costs import NO_METER, CostMeter
 from fabriccheck.inference.evaluate import evaluate
 from fabriccheck.inference.line_rate import at_line_rate
 from fabriccheck.inference.peers import judge_against_peers
@@ -17,14 +18,17 @@ from fabriccheck.topology.view import FabricView
 
 def judge_round(tests: Sequence[Test], raws: Sequence[RawResult], spec: TestSpec,
                 policy: SweepPolicy, earlier: Sequence[Observation] = (),
-                view: FabricView | None = None,
+                view: FabricView | None = None, meter: CostMeter = NO_METER,
                 ) -> tuple[list[Observation], list[str]]:
     """The round's observations and its fabric warnings; ``earlier`` are the run's
     observations so far (the peers), ``view`` the fabric (floors follow each path's line
-    rate; peers are grouped by path class)."""
-    obs = [evaluate(t, r, parse_raw(t, r), spec) for t, r in zip(tests, raws, strict=True)]
-    if view is not None:
-        obs = [at_line_rate(o, view, spec.nic_gbps, spec.gpus_per_node) for o in obs]
-    attachment: Mapping[str, str] = view.topology.attachment if view is not None else {}
-    return judge_against_peers(obs, earlier, attachment, z=policy.peer_z,
-                               min_drop=policy.peer_min_drop)
+    rate; peers are grouped by path class); ``meter`` is charged parse and judge time."""
+    with meter.timed("parse"):
+        parsed = [parse_raw(t, r) for t, r in zip(tests, raws, strict=True)]
+    with meter.timed("judge"):
+        obs = [evaluate(t, r, p, spec) for t, r, p in zip(tests, raws, parsed, strict=True)]
+        if view is not None:
+            obs = [at_line_rate(o, view, spec.nic_gbps, spec.gpus_per_node) for o in obs]
+        attachment: Mapping[str, str] = view.topology.attachment if view is not None else {}
+        return judge_against_peers(obs, earlier, attachment, z=policy.peer_z,
+                                   min_drop=policy.peer_min_drop)

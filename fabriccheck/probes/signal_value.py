@@ -57,6 +57,10 @@ NODE_PARSERS: Mapping[str, str | None] = {
 }
 
 
+#: what ``node-counters`` reads: perfquery (InfiniBand) or ethtool -S (RoCE)
+COUNTER_TOOLS = ("perfquery", "ethtool-S")
+
+
 @dataclass(frozen=True)
 class Reading:
     """A signal's value and, for a judged node-local output, its findings and facts."""
@@ -80,7 +84,7 @@ def node_reading(text: str, parser: str, context: NodeContext | None = None,
     if not text.strip():
         raise ParseError("empty output", tool=parser)
     context = context or NodeContext()
-    tool = NODE_PARSERS[parser] or detect_node_tool(text)
+    tool = NODE_PARSERS[parser] or detect_node_tool(text, among=COUNTER_TOOLS)
     if tool is None:
         raise ParseError("not counter output (perfquery or ethtool -S)", tool=parser,
                          excerpt=text)

@@ -1,13 +1,15 @@
-"""Per-round history without touching the orchestrator: an executor wrapper that records every
-round as it completes and, on ``--resume``, replays the rounds a killed run already finished.
+"""Per-round history: an executor wrapper that records every round as it completes and, on
+``--resume``, replays the rounds a killed run already finished.
 
-:class:`RecordingExecutor` wraps any executor. After each ``run_round`` it judges the raw results
-against the spec (the same ``parse_raw`` + ``evaluate`` the orchestrator uses) and writes the
-round in one transaction, so a crash loses at most the round in flight. Given the completed
-rounds of an earlier attempt (``Store.resume_run``) it returns their recorded raw results for
-the same tests instead of running them again: planning is deterministic for a seed, so the
-resumed run re-plans the same rounds, gets the old answers instantly, and goes on live from the
-first round that was not finished.
+:class:`RecordingExecutor` wraps any executor. Under the orchestrator it writes each round the
+run judged (:meth:`RecordingExecutor.on_round`: the orchestrator calls an executor's
+``on_round``), in one transaction, so a crash loses at most the round in flight and nothing is
+judged twice. Used alone (``records_rounds=True``), after each ``run_round`` it judges the raw
+results against the spec itself (the same ``parse_raw`` + ``evaluate``) and writes them. Given
+the completed rounds of an earlier attempt (``Store.resume_run``) it returns their recorded raw
+results for the same tests instead of running them again: planning is deterministic for a seed,
+so the resumed run re-plans the same rounds, gets the old answers instantly, and goes on live
+from the first round that was not finished.
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ class RecordingExecutor:
         Completed rounds of an earlier attempt of the same run.
     signals : sequence of SignalSpec, optional
         The run's signals, to judge signal readings (value and bound) as they are written.
+    records_rounds : bool
+        True (default): write each round as ``run_round`` returns, judged here. False: the
+        caller hands over its judged rounds with :meth:`on_round` (the orchestrator does).
     """
 
     def __init__(
@@ -79,6 +84,7 @@ class RecordingExecutor:
         spec: Any = None,
         replay: Mapping[int, Sequence[Observation]] | None = None,
         signals: Sequence[Any] = (),
+        records_rounds: bool = True,
     ) -> None:
         self.inner = inner
         self.name = getattr(inner, "name", "executor")
@@ -86,6 +92,7 @@ class RecordingExecutor:
         self.run_id = run_id
         self.spec = spec
         self.signals = {s.name: s for s in signals}
+        self.records_rounds = records_rounds
         self.replayed = 0
         self._replay: dict[tuple, RawResult] = {}
         for obs in (replay or {}).values():
@@ -106,10 +113,17 @@ class RecordingExecutor:
         later_wave = bool(tests) and all(t.params.wave for t in tests)
         round_no = max(0, self._next_round - 1) if later_wave else self._next_round
         self._next_round = round_no + 1
-        if todo:  # a fully replayed round is already in the store
+        if todo and self.records_rounds:  # a fully replayed round is already in the store
             obs = [_judge(t, r, self.spec, self.signals) for t, r in zip(tests, raws, strict=True)]
             self.store.record_round(self.run_id, round_no, obs)
         return raws
+
+    def on_round(self, record: Any) -> None:
+        """Write a round the caller judged (a :class:`~fabriccheck.run_history.RoundRecord`:
+        ``number`` from 1); a fully replayed round is already in the store."""
+        obs = record.observations
+        if any(test_key(o.test) not in self._replay for o in obs):
+            self.store.record_round(self.run_id, record.number - 1, list(obs))
 
     def close(self) -> None:
         self.inner.close()

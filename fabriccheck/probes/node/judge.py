@@ -4,7 +4,7 @@ since when the kernel log is new, how long the counters' window was)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import import_module
@@ -92,13 +92,16 @@ def _fn(module: str, name: str):
     return getattr(import_module(f"fabriccheck.probes.node.{module}"), name)
 
 
-def detect_node_tool(text: str) -> str | None:
-    """The node-local tool that printed ``text``, or None when none did.
+def detect_node_tool(text: str, among: Collection[str] | None = None) -> str | None:
+    """The node-local tool that printed ``text``, or None when none did; ``among``: only
+    these tools can have (a preflight knows which family its command runs).
 
     >>> detect_node_tool("hello") is None
     True
     """
     for tool, module, predicate in DETECTORS:
+        if among is not None and tool not in among:
+            continue
         try:
             fn = _fn(module, predicate)
         except (ImportError, AttributeError):  # a family not built yet
