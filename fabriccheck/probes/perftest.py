@@ -136,14 +136,15 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> None:
     s = line.strip()
     if not s:
         return
-    if _SEP_RE.match(s):
+    # each pattern is tried only on lines holding its literal part (the same matches, cheaper)
+    if s[0] == "-" and _SEP_RE.match(s):
         st.closed = True
         return
     if "Waiting for client" in s:
         st.waiting = True
         st.recognized += 1
         return
-    if st.program is None:
+    if st.program is None and "ib_" in s:
         m = _PROGRAM_RE.search(s)
         if m:
             st.program = m.group(1)
@@ -151,7 +152,7 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> None:
             st.device_arg = d.group(1) if d else None
             st.recognized += 1
             return
-    m = _TITLE_RE.match(s)
+    m = _TITLE_RE.match(s) if " Test" in s else None
     if m:
         label = split_label(s)  # titles hold no `: `; a `host: ` label is not the title
         st.test = label.strip() if label else m.group(1)
@@ -162,7 +163,7 @@ def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> None:
         return
     if ":" in s and _feed_box(st, line):
         return
-    m = _ADDR_RE.match(s)
+    m = _ADDR_RE.match(s) if "address:" in s else None
     if m:
         st.lids[m.group(1)].append(m.group(2))
         st.recognized += 1
