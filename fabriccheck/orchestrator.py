@@ -1,6 +1,6 @@
 """The one loop: ask the planner for a round, run it, judge it, record it, attribute, repeat.
 
-Modes (DESIGN.md): ``sweep`` (pairing rounds, confirmation, localization, bisection), ``gate``
+Modes (docs/design.md): ``sweep`` (pairing rounds, confirmation, localization, bisection), ``gate``
 (one round, a second only if something failed, hard budget) and ``bisect`` (after a timeout:
 log suspects first, then pairs, then groups bisected down to the culprit). What each round
 holds is the planner's business (:mod:`fabriccheck.planning.planner`); what the observations
@@ -16,20 +16,16 @@ from collections.abc import Callable, Sequence
 from fabriccheck.costs import NO_METER, CostMeter
 from fabriccheck.errors import ConfigError
 from fabriccheck.executors.base import Executor
-from fabriccheck.inference.attribute import Inference, link_name
+from fabriccheck.inference.attribute import link_name
 from fabriccheck.inference.judge import judge_round
 from fabriccheck.inference.run_result import assemble_result, infer_run
 from fabriccheck.inference.signals import SignalState, judge_signal_round
+from fabriccheck.inference.state import Inference
 from fabriccheck.inference.verdicts import RunEnd, bad_switches
 from fabriccheck.learn_paths import PathLearner
 from fabriccheck.models import Probe, RawResult, RunResult, Test
-from fabriccheck.planning.planner import (
-    FINISHED,
-    PAIR_SETUP_S,
-    Planner,
-    RoundPlan,
-    RunContext,
-)
+from fabriccheck.planning.context import PAIR_SETUP_S, RunContext
+from fabriccheck.planning.planner import FINISHED, Planner, RoundPlan
 from fabriccheck.planning.preflight import run_signals
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.probes.node.catalogue import load_catalogue

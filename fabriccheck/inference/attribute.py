@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from fabriccheck.inference.beside_links import link_levels, split
-from fabriccheck.inference.flaky import Flakiness, binomial_tail, find_flaky
+from fabriccheck.inference.flaky import binomial_tail, find_flaky
 from fabriccheck.inference.intra import is_solo, judge_intra
 from fabriccheck.inference.localize import LinkGroup, localize_links
 from fabriccheck.inference.nic_rivals import (
@@ -27,6 +27,7 @@ from fabriccheck.inference.nic_rivals import (
     star_reason,
 )
 from fabriccheck.inference.peers import passed_like_peers
+from fabriccheck.inference.state import Inference
 from fabriccheck.models import (
     BAD,
     FAIL,
@@ -42,50 +43,6 @@ from fabriccheck.models import (
 from fabriccheck.topology.view import FabricView
 
 _PRIORITY = {"node": 0, "nic": 1, "link": 2}
-
-
-@dataclass
-class Inference:
-    """What the observations so far say. ``*_suspects`` need confirmation before blame."""
-
-    bad_nodes: dict[str, Verdict] = field(default_factory=dict)
-    bad_nics: dict[str, Verdict] = field(default_factory=dict)
-    hung: dict[str, Verdict] = field(default_factory=dict)
-    unreachable: dict[str, Verdict] = field(default_factory=dict)
-    node_suspects: dict[str, Verdict] = field(default_factory=dict)
-    #: nodes whose 1x test failed, awaiting a 1x retest (:mod:`fabriccheck.inference.intra`)
-    intra_suspects: dict[str, Verdict] = field(default_factory=dict)
-    nic_suspects: dict[str, Verdict] = field(default_factory=dict)
-    hang_suspects: dict[str, Verdict] = field(default_factory=dict)
-    links: list[LinkGroup] = field(default_factory=list)
-    glitches: list[str] = field(default_factory=list)
-    ambiguous: list[str] = field(default_factory=list)
-    good_nodes: set[str] = field(default_factory=set)
-    good_nics: set[str] = field(default_factory=set)
-    completed: set[str] = field(default_factory=set)
-    #: switch links a passing test surely crossed (exonerated)
-    cleared_links: frozenset[LinkKey] = frozenset()
-    #: intermittent parts (fail beyond noise, pass otherwise) and NICs worth another look
-    flakiness: Flakiness = field(default_factory=Flakiness)
-    #: suspect NIC -> the un-cleared switch links on every one of its failing paths: a link
-    #: there explains its failures as well (a confirmation that avoids them separates the two)
-    nic_rival_links: dict[str, frozenset[LinkKey]] = field(default_factory=dict)
-
-    @property
-    def flaky(self) -> dict[str, Verdict]:
-        return self.flakiness.flaky
-
-    @property
-    def blamed_nodes(self) -> set[str]:
-        """Nodes that must not be used as known-good partners."""
-        out = set(self.bad_nodes) | set(self.hung) | set(self.unreachable)
-        out |= set(self.node_suspects) | set(self.hang_suspects) | set(self.intra_suspects)
-        out |= {nic_node(n) for n in (*self.bad_nics, *self.nic_suspects)}
-        out |= {nic_node(n) for n, v in self.flaky.items() if v.kind in ("node", "nic")}
-        return out
-
-    def known_good(self) -> set[str]:
-        return self.good_nodes - self.blamed_nodes
 
 
 def link_name(key: LinkKey) -> str:
@@ -131,7 +88,7 @@ def infer(
 ) -> Inference:
     """Attribute every failing observation so far (pure; call again after every round).
 
-    Rules (DESIGN.md "Confirm before blaming"):
+    Rules (docs/how-it-finds-faults.md "Confirm before blaming"):
 
     - **hung**: a node that never finished a test and hung with at least two different partners;
       one hang is a suspect.

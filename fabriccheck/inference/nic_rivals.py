@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from fabriccheck.inference.state import Inference
 from fabriccheck.models import Observation, nic_node
 from fabriccheck.topology.view import FabricView
-
-if TYPE_CHECKING:
-    from fabriccheck.inference.attribute import Inference
 
 Comp = tuple[str, Any]  # ("node", name) | ("nic", endpoint) | ("link", Link)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fabriccheck.inference.attribute import Inference, infer
+from fabriccheck.inference.attribute import infer
 from fabriccheck.inference.signals import SignalState, evaluate_signals, merge_signal_verdicts
+from fabriccheck.inference.state import Inference
 from fabriccheck.inference.transport import (
     add_transport_results,
     explained_out,

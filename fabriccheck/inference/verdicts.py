@@ -6,10 +6,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from fabriccheck.inference.attribute import Inference, link_name
+from fabriccheck.inference.attribute import link_name
 from fabriccheck.inference.cables import cables
 from fabriccheck.inference.link_cover import ladder_tests_links, untested_links
 from fabriccheck.inference.localize import LinkGroup
+from fabriccheck.inference.state import Inference
 from fabriccheck.models import (
     BAD,
     FAIL,

@@ -11,12 +11,11 @@ still uncrossed at the end is listed as untested (exit 3), never passed over.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from fabriccheck.inference.attribute import Inference
 from fabriccheck.inference.link_cover import crossed_links, ladder_tests_links
+from fabriccheck.inference.state import Inference
 from fabriccheck.models import nic_node
 from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.context import RunContext
 from fabriccheck.planning.followup import plan_roce_sampling
 from fabriccheck.run_history import RunHistory
 from fabriccheck.topology.link_reach import LinkReach
@@ -27,8 +26,6 @@ COVER_WAVES = 3
 #: of the last one)
 SAMPLED = "roce:sampled"
 
-if TYPE_CHECKING:  # the planner imports this module; the type only annotates
-    from fabriccheck.planning.planner import RunContext
 
 
 def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,

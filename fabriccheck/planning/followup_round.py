@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-from fabriccheck.inference.attribute import Inference
+from fabriccheck.inference.state import Inference
 from fabriccheck.models import FAIL, PASS, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.context import BisectState, RunContext
 from fabriccheck.planning.cover_links import SAMPLED, plan_link_cover
 from fabriccheck.planning.followup import (
     GoodPool,
@@ -30,8 +30,6 @@ from fabriccheck.run_history import RunHistory
 #: follow-up rounds that may carry intermittence rechecks (each part is rechecked once)
 RECHECK_ROUNDS = 2
 
-if TYPE_CHECKING:  # the planner imports this module; these types only annotate
-    from fabriccheck.planning.planner import BisectState, RunContext
 
 
 def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,

@@ -1,5 +1,5 @@
 """The ladder: which levels (nodes per test) a run climbs, in which rounds, and how each level
-carves the nodes into groups (DESIGN.md "How faults are found", steps 0-2).
+carves the nodes into groups (docs/design.md "How faults are found", steps 0-2).
 
 Levels are 1, 2, 4 and 8 nodes per test (the test spec's ``levels``, or ``--levels``). A level
 is kept when the spec has a probe for it and the hardware can run it; otherwise it is skipped
@@ -34,20 +34,17 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from fabriccheck.errors import ConfigError
-from fabriccheck.inference.attribute import Inference
+from fabriccheck.inference.state import Inference
 from fabriccheck.models import RoundKind, Test
 from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.context import RunContext
 from fabriccheck.planning.ecmp_groups import carve_ecmp_groups, is_ecmp
 from fabriccheck.planning.pairing import pair_key
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
 from fabriccheck.policy import GROUP_PROBES
 from fabriccheck.run_history import RunHistory
-
-if TYPE_CHECKING:  # the planner imports this module; the context type only annotates
-    from fabriccheck.planning.planner import RunContext
 
 #: the levels a sweep climbs when neither the spec nor ``--levels`` says
 DEFAULT_LEVELS = (1, 2, 4, 8)

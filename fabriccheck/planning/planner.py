@@ -1,6 +1,6 @@
 """The run's planner: a small state machine that hands the loop one round at a time.
 
-Phases, in order (DESIGN.md "How faults are found"; :data:`PHASES`):
+Phases, in order (docs/design.md "How faults are found"; :data:`PHASES`):
 
 0. **preflight**: the level-1 signals (built-in node-local checks and user signals) ride along
    with the first round (they are node-local and take seconds: the round's time barely
@@ -28,11 +28,11 @@ The planner never runs a test: :meth:`Planner.next_round` returns a :class:`Roun
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from fabriccheck.inference.attribute import Inference
+from fabriccheck.inference.state import Inference
 from fabriccheck.models import FAIL, HANG, PASS, RoundKind, Test
-from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.context import BisectState, RunContext
 from fabriccheck.planning.followup import BisectTask
 from fabriccheck.planning.followup_round import plan_followup_round
 from fabriccheck.planning.ladder import (
@@ -45,14 +45,7 @@ from fabriccheck.planning.ladder import (
 )
 from fabriccheck.planning.signal_rounds import SignalPhases
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
-from fabriccheck.policy import SweepPolicy
-from fabriccheck.probes.node.catalogue import Catalogue
 from fabriccheck.run_history import RunHistory
-from fabriccheck.specs import SignalSpec, TestSpec
-from fabriccheck.topology.view import FabricView
-
-#: setup time a pair test needs on top of its duration (perftest/iperf3 start, connect)
-PAIR_SETUP_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -73,51 +66,6 @@ FINISHED = _Finished()
 
 #: the planner's phases, in order (each a ``Planner._<phase>`` method)
 PHASES = ("ladder", "sweep", "scale", "signals", "follow_up")
-
-
-@dataclass
-class BisectState:
-    """Bisection bookkeeping: parts still to narrow, parts in flight, culprits found."""
-
-    tasks: list[BisectTask] = field(default_factory=list)
-    halves: dict[str, tuple[BisectTask, tuple[str, ...]]] = field(default_factory=dict)
-    #: node -> the chain of test ids that convicted it (fails only at scale)
-    culprits: dict[str, list[str]] = field(default_factory=dict)
-    #: nodes of failing group tests not yet cleared by a passing group (never padding)
-    suspects: set[str] = field(default_factory=set)
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What every planning step reads: the run's scope, fabric, spec and policy."""
-
-    mode: str
-    nodes: tuple[str, ...]
-    view: FabricView
-    spec: TestSpec
-    policy: SweepPolicy
-    log_suspects: tuple[str, ...] = ()
-    #: every signal the run reads (built-in preflight, the spec's, --signals files)
-    signals: tuple[SignalSpec, ...] = ()
-    #: RoCE: the executor traces pinned flows, so their paths are learned before a round runs
-    learns_paths: bool = False
-    #: the node-local catalogue (the built-in one with the spec's ``node_checks``)
-    catalogue: Catalogue | None = None
-
-    def builder(self, history: RunHistory) -> RoundBuilder:
-        """A builder for the next round, its timeout cut to what the budget has left."""
-        pol = self.policy
-        timeout = float(pol.timeout_s or min(self.spec.timeout_s,
-                                             3 * pol.duration_s + 15.0 + PAIR_SETUP_S))
-        if pol.budget_s is not None:
-            timeout = min(timeout, pol.budget_s - history.test_seconds)
-        return RoundBuilder(history.round_count + 1, self.view, self.spec,
-                            pol.with_(timeout_s=timeout))
-
-    def active(self, inf: Inference) -> list[str]:
-        """Nodes still worth testing (not bad, hung or unreachable)."""
-        out = set(inf.bad_nodes) | set(inf.hung) | set(inf.unreachable)
-        return [n for n in self.nodes if n not in out]
 
 
 class Planner:

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from fabriccheck.inference.attribute import Inference
+from fabriccheck.inference.state import Inference
 from fabriccheck.models import LinkKey, Test
 from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.context import RunContext
 from fabriccheck.planning.cover import plan_sweep_rail_pairs
 from fabriccheck.planning.pairing import pair_key, plan_pairs
 from fabriccheck.run_history import RunHistory
-
-if TYPE_CHECKING:  # the planner imports this module; the context type only annotates
-    from fabriccheck.planning.planner import RunContext
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from fabriccheck.errors import ConfigError
-from fabriccheck.topology.fields import join, type_name
+from fabriccheck.schema.fields import join, type_name
 
 M = TypeVar("M", bound=BaseModel)
 

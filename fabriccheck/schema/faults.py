@@ -1,4 +1,5 @@
-"""The faults file's model (DESIGN.md "Faults file"): noise plus a list of faults by ``kind``."""
+"""The faults file's model (docs/design.md "Faults file"): noise plus a list of faults by
+``kind``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from fabriccheck.schema.base import Name, StrictModel, fail
-from fabriccheck.topology.fields import type_name
+from fabriccheck.schema.fields import type_name
 
 
 def _nic_endpoint(value: str) -> str:

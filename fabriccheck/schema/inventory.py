@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from fabriccheck.schema.base import Name, Port, Positive, StrictModel, fail
-from fabriccheck.topology.fields import type_name
+from fabriccheck.schema.fields import type_name
 
 
 def _env_value(value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The topology file's model (DESIGN.md "Topology file"): explicit lists or a generator."""
+"""The topology file's model (docs/design.md "Topology file"): explicit lists or a generator."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Discriminator, Field, Tag
 
 from fabriccheck.schema.base import Name, Positive, StrictModel
-from fabriccheck.topology.model import FABRICS, TIERS
+from fabriccheck.schema.values import FABRICS, TIERS
 
 Count = Annotated[int, Field(ge=1)]
 

@@ -1,9 +1,13 @@
-"""Values a test spec's fields take (the spec model and the spec loader both read them)."""
+"""Values the input files' fields take (the models and the loaders both read them): a test
+spec's collectives and fabrics, a topology's fabrics and switch tiers."""
 
 from __future__ import annotations
 
 COLLECTIVES = ("all_reduce", "all_gather", "alltoall", "sendrecv", "reduce_scatter", "broadcast")
 SPEC_FABRICS = ("infiniband", "roce", "any")
+#: a topology's fabric, and its switch tiers from the bottom up
+FABRICS = ("roce", "infiniband")
+TIERS = ("leaf", "spine", "core")
 _SIZE_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 

@@ -9,12 +9,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from fabriccheck.models import LinkKey, link_key
+from fabriccheck.schema.values import FABRICS, TIERS
 
 if TYPE_CHECKING:  # networkx is imported when .graph is first asked for (CLI start-up)
     import networkx as nx
 
-FABRICS = ("roce", "infiniband")
-TIERS = ("leaf", "spine", "core")
+__all__ = ["FABRICS", "TIERS", "Link", "Nic", "Node", "Path", "Switch", "Topology"]
 
 
 def _hop_distances(adj: dict[str, list[str]], sources: tuple[str, ...]) -> dict[str, int]:
@@ -350,7 +350,7 @@ class Topology:
 
     # ---- contract --------------------------------------------------------------------------
     def to_contract(self) -> dict:
-        """The ``topology show --json`` contract (DESIGN.md)."""
+        """The ``topology show --json`` contract (docs/design.md)."""
         return {
             "name": self.name,
             "fabric": self.fabric,
