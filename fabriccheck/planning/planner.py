@@ -27,7 +27,7 @@ The planner never runs a test: :meth:`Planner.next_round` returns a :class:`Roun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fabriccheck.inference.state import Inference
@@ -64,8 +64,9 @@ class _Finished:
 #: what :meth:`Planner.next_round` returns when nothing is left to plan
 FINISHED = _Finished()
 
-#: the planner's phases, in order (each a ``Planner._<phase>`` method)
+#: the planner's phases, in order (:attr:`Planner.phases` pairs each name with its step)
 PHASES = ("ladder", "sweep", "scale", "signals", "follow_up")
+Phase = Callable[[RunHistory, Inference], "RoundPlan | None"]
 
 
 class Planner:
@@ -91,6 +92,11 @@ class Planner:
         self.tries: dict[str, int] = {}
         self.signals = SignalPhases(ctx.signals, ctx.spec.gpus_per_node,
                                     dict(ctx.policy.kernel_since))
+        #: the phases in order (:data:`PHASES`): each plans a round or says it is done (None)
+        self.phases: tuple[tuple[str, Phase], ...] = (
+            ("ladder", self._ladder), ("sweep", self._sweep), ("scale", self._scale),
+            ("signals", self._signals), ("follow_up", self._follow_up))
+        assert tuple(name for name, _ in self.phases) == PHASES
 
     # ---- the state machine -------------------------------------------------------------------
     def next_round(self, history: RunHistory, inf: Inference,
@@ -112,8 +118,8 @@ class Planner:
         return RoundPlan(plan.kind, (*local, *plan.tests))
 
     def _traffic_round(self, history: RunHistory, inf: Inference) -> RoundPlan | _Finished:
-        while self.phase < len(PHASES):
-            plan = getattr(self, "_" + PHASES[self.phase])(history, inf)
+        while self.phase < len(self.phases):
+            plan = self.phases[self.phase][1](history, inf)
             if plan is not None:
                 return plan
             self.phase += 1
