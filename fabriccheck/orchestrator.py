@@ -150,9 +150,9 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
 
 
 def _budget_allows(policy: SweepPolicy, history: RunHistory, plan: RoundPlan) -> bool:
-    if policy.budget_s is None:
+    left = policy.budget_left(history.test_seconds)
+    if left is None:
         return True
-    left = policy.budget_s - history.test_seconds
     need = min(t.timeout_s for t in plan.tests)
     return not (left <= 0 or need <= 0 or left < policy.duration_s + PAIR_SETUP_S)
 

@@ -72,7 +72,7 @@ class SweepPolicy:
     screen_tests: int = 12
     seed: int = 0
     levels: tuple[int, ...] | None = None
-    #: run the built-in preflight signals (DESIGN.md "How faults are found" step 0)
+    #: run the built-in preflight signals (docs/design.md "How faults are found" step 0)
     preflight: bool = True
     #: user signals (``--signals FILE``): :class:`fabriccheck.specs.SignalSpec` values
     signals: tuple[Any, ...] = ()
@@ -104,6 +104,15 @@ class SweepPolicy:
     def per_rail(self) -> bool:
         """True when the pair probe runs one test per rail (NIC-level evidence)."""
         return self.pair_probe in PAIR_PROBES
+
+    def budget_left(self, spent_s: float) -> float | None:
+        """Test time the budget has left after ``spent_s`` (None: no budget; never below 0).
+        The one budget reckoning: the loop's stop, each round's timeout, each signal's wait.
+
+        >>> SweepPolicy(budget_s=60).budget_left(45.0), SweepPolicy().budget_left(45.0)
+        (15.0, None)
+        """
+        return None if self.budget_s is None else max(0.0, self.budget_s - spent_s)
 
     def with_(self, **changes: object) -> SweepPolicy:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -58,8 +58,9 @@ class RunContext:
         pol = self.policy
         timeout = float(pol.timeout_s or min(self.spec.timeout_s,
                                              3 * pol.duration_s + 15.0 + PAIR_SETUP_S))
-        if pol.budget_s is not None:
-            timeout = min(timeout, pol.budget_s - history.test_seconds)
+        left = pol.budget_left(history.test_seconds)
+        if left is not None:
+            timeout = min(timeout, left)
         return RoundBuilder(history.round_count + 1, self.view, self.spec,
                             pol.with_(timeout_s=timeout))
 

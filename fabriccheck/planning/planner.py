@@ -191,8 +191,7 @@ class Planner:
 
     def _budget_left(self, history: RunHistory) -> float | None:
         """Test time the budget has left (None: no budget): no signal may wait longer."""
-        budget = self.ctx.policy.budget_s
-        return None if budget is None else max(0.0, budget - history.test_seconds)
+        return self.ctx.policy.budget_left(history.test_seconds)
 
     def absorb(self, history: RunHistory, inf: Inference) -> None:
         """Read the round just run: queue failing scale groups, advance bisection steps."""
