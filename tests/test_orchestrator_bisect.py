@@ -12,7 +12,7 @@ import pytest
 from fabriccheck.executors.sim import SimExecutor
 from fabriccheck.faults import FaultSet
 from fabriccheck.orchestrator import run
-from fabriccheck.planning.followup import bisect_round_bound
+from fabriccheck.planning.bisect_steps import bisect_round_bound
 from fabriccheck.policy import BisectPolicy
 from fabriccheck.specs import resolve_spec
 from fabriccheck.topology import generate

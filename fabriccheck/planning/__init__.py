@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from fabriccheck.planning.bisect_steps import BisectTask, bisect_round_bound, split_halves
 from fabriccheck.planning.build import RoundBuilder, ring_flows
-from fabriccheck.planning.followup import BisectTask, bisect_round_bound, split_halves
 from fabriccheck.planning.pairing import PairPlan, plan_pairs, plan_rail_pairs
 
 __all__ = [

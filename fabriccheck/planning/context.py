@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabriccheck.inference.state import Inference
+from fabriccheck.planning.bisect_steps import BisectTask
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.followup import BisectTask
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.probes.node.catalogue import Catalogue
 from fabriccheck.run_history import RunHistory

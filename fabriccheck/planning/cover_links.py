@@ -16,7 +16,7 @@ from fabriccheck.inference.state import Inference
 from fabriccheck.models import nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.context import RunContext
-from fabriccheck.planning.followup import plan_roce_sampling
+from fabriccheck.planning.roce_link_probes import plan_roce_sampling
 from fabriccheck.run_history import RunHistory
 from fabriccheck.topology.link_reach import LinkReach
 
@@ -75,7 +75,7 @@ def plan_link_cover(ctx: RunContext, history: RunHistory, inf: Inference, b: Rou
 def _sample_roce(ctx: RunContext, inf: Inference, b: RoundBuilder,
                  tries: dict[str, int]) -> int:
     """RoCE with learned paths: the first follow-up round's sampling batch (every leaf pair
-    of a matching, every rail: :func:`~fabriccheck.planning.followup.plan_roce_sampling`)
+    of a matching, every rail: :func:`~fabriccheck.planning.roce_link_probes.plan_roce_sampling`)
     in a wave of its own, so it rides the ladder's collective rounds. The two rail-pair
     rounds give a small leaf's few NICs a handful of cross-leaf flows, each on one of many
     equal-cost uplinks: an eighth of a 256-node fabric's links were never crossed, and a

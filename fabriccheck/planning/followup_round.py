@@ -10,21 +10,19 @@ from dataclasses import replace
 
 from fabriccheck.inference.state import Inference
 from fabriccheck.models import FAIL, PASS, Test, nic_node
+from fabriccheck.planning.bisect_steps import plan_bisect
 from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.confirm import GoodPool, plan_nic_confirm, plan_node_confirm
 from fabriccheck.planning.context import BisectState, RunContext
 from fabriccheck.planning.cover_links import SAMPLED, plan_link_cover
-from fabriccheck.planning.followup import (
-    GoodPool,
-    plan_bisect,
-    plan_link_probes,
-    plan_nic_confirm,
-    plan_node_confirm,
+from fabriccheck.planning.link_probes import plan_link_probes
+from fabriccheck.planning.partnerless import plan_partnerless_nic
+from fabriccheck.planning.recheck import plan_recheck, plan_topup
+from fabriccheck.planning.roce_link_probes import (
     plan_roce_batch,
     plan_roce_link_probes,
     plan_roce_sampling,
 )
-from fabriccheck.planning.partnerless import plan_partnerless_nic
-from fabriccheck.planning.recheck import plan_recheck, plan_topup
 from fabriccheck.run_history import RunHistory
 
 #: follow-up rounds that may carry intermittence rechecks (each part is rechecked once)

@@ -18,7 +18,9 @@ Phases, in order (docs/design.md "How faults are found"; :data:`PHASES`):
    bisection (so are the failing groups of the ladder's 4x/8x rounds);
 4. **signals**: the signals of level 2, 4 and 8 over the nodes still in play;
 5. **follow-up**: confirmations, 1x retests, retests of untested nodes, link localization and
-   bisection steps (:mod:`fabriccheck.planning.followup`), until nothing is left to plan or
+   bisection steps (:mod:`~fabriccheck.planning.confirm`,
+   :mod:`~fabriccheck.planning.link_probes`, :mod:`~fabriccheck.planning.roce_link_probes`,
+   :mod:`~fabriccheck.planning.bisect_steps`), until nothing is left to plan or
    ``policy.max_rounds`` is reached.
 
 The planner never runs a test: :meth:`Planner.next_round` returns a :class:`RoundPlan` (or
@@ -32,8 +34,8 @@ from dataclasses import dataclass
 
 from fabriccheck.inference.state import Inference
 from fabriccheck.models import FAIL, HANG, PASS, RoundKind, Test
+from fabriccheck.planning.bisect_steps import BisectTask
 from fabriccheck.planning.context import BisectState, RunContext
-from fabriccheck.planning.followup import BisectTask
 from fabriccheck.planning.followup_round import plan_followup_round
 from fabriccheck.planning.ladder import (
     JOB,

@@ -23,12 +23,9 @@ from collections.abc import Mapping, Sequence
 
 from fabriccheck.models import Link, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.followup import (
-    GoodPool,
-    plan_link_probes,
-    plan_nic_confirm,
-    plan_roce_link_probes,
-)
+from fabriccheck.planning.confirm import GoodPool, plan_nic_confirm
+from fabriccheck.planning.link_probes import plan_link_probes
+from fabriccheck.planning.roce_link_probes import plan_roce_link_probes
 
 #: blocks of waves with fresh partners (each block: 2 partners per NIC, or fresh IB flows)
 BLOCKS = 4

@@ -424,7 +424,7 @@ def test_a_roce_link_on_learned_paths_is_screened_and_rechecked():
     in one wave would share it and fail for that alone)."""
     from fabriccheck.models import Link
     from fabriccheck.planning.build import RoundBuilder
-    from fabriccheck.planning.followup import GoodPool
+    from fabriccheck.planning.confirm import GoodPool
     from fabriccheck.planning.recheck import plan_recheck
     from fabriccheck.topology.generators import generate
     from fabriccheck.topology.view import FabricView

@@ -6,17 +6,15 @@ import math
 
 import pytest
 
-from fabriccheck.planning.build import RoundBuilder, ring_flows
-from fabriccheck.planning.followup import (
+from fabriccheck.planning.bisect_steps import (
     BisectTask,
-    GoodPool,
     bisect_round_bound,
     plan_bisect,
-    plan_link_probes,
-    plan_nic_confirm,
-    plan_node_confirm,
     split_halves,
 )
+from fabriccheck.planning.build import RoundBuilder, ring_flows
+from fabriccheck.planning.confirm import GoodPool, plan_nic_confirm, plan_node_confirm
+from fabriccheck.planning.link_probes import plan_link_probes
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.specs import load_spec
 from tests.planning.fabrics import make_view
@@ -203,7 +201,7 @@ def test_roce_batch_sends_no_more_flows_one_way_than_there_are_uplinks():
     fault-free sweep failed all 12 of its sampling tests, as contention); one flow per way."""
     from pathlib import Path
 
-    from fabriccheck.planning.followup import plan_roce_batch, plan_roce_sampling
+    from fabriccheck.planning.roce_link_probes import plan_roce_batch, plan_roce_sampling
     from fabriccheck.topology import load_topology
     from fabriccheck.topology.view import FabricView
 

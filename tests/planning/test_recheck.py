@@ -10,7 +10,7 @@ import pytest
 
 from fabriccheck.models import nic_node
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.followup import GoodPool
+from fabriccheck.planning.confirm import GoodPool
 from fabriccheck.planning.recheck import plan_recheck, plan_topup
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.specs import resolve_spec

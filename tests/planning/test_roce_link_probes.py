@@ -7,7 +7,7 @@ import pytest
 
 from fabriccheck.models import link_key, nic_node
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.followup import plan_roce_link_probes
+from fabriccheck.planning.roce_link_probes import plan_roce_link_probes
 from fabriccheck.policy import SweepPolicy
 from fabriccheck.specs import resolve_spec
 from fabriccheck.topology import generate, load_topology
