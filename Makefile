@@ -56,6 +56,12 @@ lint: venv
 bench: venv
 	$(PY) bench/run.py
 
+# Regenerate every output sample of README.md and docs/*.md from real runs (tests/docs/samples.py;
+# DOCS_ARGS=--check only checks, DOCS_ARGS=--force rewrites every block)
+.PHONY: docs
+docs: venv-core
+	$(PY) -m tests.docs.samples $(DOCS_ARGS)
+
 clean:
 	rm -rf $(VENV) $(STAMPS) .pytest_cache .hypothesis
 

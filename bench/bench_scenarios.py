@@ -10,13 +10,13 @@ family, one row per topology kind (and mode), then a summary across families. Co
   intermittent NIC (``intermittent``) when its node is drained or it (or its node) is reported
   flaky.
 - **false drains**: healthy nodes in ``drain`` (total, and runs with any).
-- **silent**: runs that "pass silently": ``healthy`` true, or the DESIGN.md exit code 0, while a
-  fault was injected in scope or anything is left unjudged (suspects, link suspects, untested
-  nodes/NICs, or a NIC no completed test touched that the result does not list); shown as
-  ``total (h/e)``: h runs said ``healthy`` true, e runs would exit 0.
-- **exit**: the exit code DESIGN.md gives, computed from the result's fields: 1 when anything is
-  bad, flaky, suspect, unreachable or a fabric warning; else 3 when anything is untested; else 0.
-  Shown as counts ``0/1/3``.
+- **silent**: runs that "pass silently": ``healthy`` true, or the docs/design.md exit code 0,
+  while a fault was injected in scope or anything is left unjudged (suspects, link suspects,
+  untested nodes/NICs, or a NIC no completed test touched that the result does not list); shown
+  as ``total (h/e)``: h runs said ``healthy`` true, e runs would exit 0.
+- **exit**: the exit code docs/design.md gives, computed from the result's fields: 1 when
+  anything is bad, flaky, suspect, unreachable or a fabric warning; else 3 when anything is
+  untested; else 0. Shown as counts ``0/1/3``.
 - **false flaky**: parts called flaky that no injected fault makes intermittent (a NIC behind
   a half-speed leaf, a link a probe crossed beside the flapping one), summed over runs.
 - **right**: runs with every injected device fault found, no false drain, nothing falsely
@@ -74,7 +74,7 @@ class Score:
     false_flaky: int = 0  # parts called flaky that no injected fault makes intermittent
     silent: bool = False
     silent_healthy: bool = False  # res.healthy true while a fault is in scope / unjudged
-    silent_exit0: bool = False  # DESIGN.md exit 0 while a fault is in scope / unjudged
+    silent_exit0: bool = False  # docs/design.md exit 0 while a fault is in scope / unjudged
     exit_code: int = 0
     right: bool = False
     links: tuple[int, int, int] = (0, 0, 0)
@@ -117,7 +117,7 @@ def untested(res) -> set[str]:
 
 
 def design_exit(res) -> int:
-    """The exit code DESIGN.md gives, from the result's fields."""
+    """The exit code docs/design.md gives, from the result's fields."""
     bad = (res.drain or res.bad_nodes or res.bad_nics or res.bad_links or res.hung
            or listed(res, "bad_switches") or flaky(res))
     if bad or res.suspects or res.link_suspects or res.unreachable or res.fabric_warnings:
@@ -150,7 +150,7 @@ def link_score(res, sc: Scenario, fs: FaultSet) -> tuple[int, int, int]:
         return 0, 0, 0
     mine = {link_key(n, sc.topology.attachment[n]) for n in sc.flaky_nics}
     truth = {link_key(*k) for k in fs.bad_links()} - mine
-    # an intermittent link is named when it is flaky (a verdict of its own, DESIGN.md)
+    # an intermittent link is named when it is flaky (a verdict of its own, docs/design.md)
     named = {link_key(*k) for k in res.bad_links} | {
         link_key(*k.split(" -- ")) for k in flaky(res) if " -- " in k}
     exact = truth & named
@@ -306,7 +306,8 @@ def bench_family(family: str, seeds: int, big: bool, first: int = 0) -> Tally:
 
 
 def mismatches(scores: list[Score]) -> str:
-    """Runs whose reported ``exit_code`` differs from DESIGN.md's; '-' when none reports one."""
+    """Runs whose reported ``exit_code`` differs from docs/design.md's; '-' when none reports
+    one."""
     given = [s.exit_mismatch for s in scores if s.exit_mismatch is not None]
     return f"{sum(given)}/{len(given)}" if given else "-"
 

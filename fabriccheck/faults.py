@@ -1,4 +1,5 @@
-"""Injected faults: the faults file (DESIGN.md "Faults file"), validated, plus its ground truth.
+"""Injected faults: the faults file (docs/design.md "Faults file"), validated, plus its ground
+truth.
 
 The same :class:`FaultSet` drives the simulator (``executors/sim``) and the namespace lab (which
 turns the kinds into real ``tc`` / ``ip link`` faults), so nothing here is executor-specific.

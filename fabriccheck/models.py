@@ -22,13 +22,13 @@ class StrEnum(str, Enum):
 
 
 class Probe(StrEnum):
-    """The probes fabriccheck knows (DESIGN.md "Words")."""
+    """The probes fabriccheck knows (docs/design.md "Words")."""
 
     NCCL = "nccl"
     IB_WRITE_BW = "ib_write_bw"
     IPERF3 = "iperf3"
     ALLREDUCE_CPU = "allreduce-cpu"
-    SIGNAL = "signal"  # a signal's command (DESIGN.md "Signals"); never a pair probe
+    SIGNAL = "signal"  # a signal's command (docs/design.md "Signals"); never a pair probe
 
 
 class Purpose(StrEnum):
@@ -53,7 +53,7 @@ class Status(StrEnum):
 
 
 class State(StrEnum):
-    """A component's verdict (DESIGN.md "Words")."""
+    """A component's verdict (docs/design.md "Words")."""
 
     HEALTHY = "healthy"
     SUSPECT = "suspect"
@@ -317,7 +317,7 @@ class Verdict:
 
 @dataclass
 class RunResult:
-    """The outcome of one sweep, gate or bisect run (the ``--json`` contract in DESIGN.md)."""
+    """The outcome of one sweep, gate or bisect run (the ``--json`` contract in docs/design.md)."""
 
     mode: str
     nodes: list[str]
@@ -340,7 +340,7 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        """DESIGN.md exit codes: 3 when nothing could be tested; 1 when anything is bad, flaky,
+        """docs/design.md exit codes: 3 when nothing could be tested; 1 when anything is bad, flaky,
         suspect, unreachable or a fabric warning (or, with ``--strict``, a warn-level node-local
         finding); 3 when part of the scope stayed untested (nodes or NICs); 0 only when
         everything in scope was judged healthy (warn-level findings listed)."""

@@ -1,6 +1,6 @@
 """Run results to and from plain JSON-able dicts (the ``--json`` run-result contract).
 
-``run_result_to_dict`` gives the contract keys first (DESIGN.md), then extras; with
+``run_result_to_dict`` gives the contract keys first (docs/design.md), then extras; with
 ``observations=True`` every test's observation with its raw result is included too (reports,
 history). ``run_result_from_dict`` reverses it, so a stored run can be re-rendered.
 """

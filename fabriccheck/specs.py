@@ -36,7 +36,7 @@ class ProbeSpec:
 
 @dataclass(frozen=True)
 class SignalSpec:
-    """A user signal (DESIGN.md "Signals"): a command whose printed value must pass a bound.
+    """A user signal (docs/design.md "Signals"): a command whose printed value must pass a bound.
 
     ``value`` is a regex with a group named ``value`` (or ``parser`` names an entry point of
     ``fabriccheck.signals``); ``pass_min`` / ``pass_max`` bound it (None: no bound).
@@ -236,7 +236,7 @@ def config_checks(config: Mapping[str, Any],
 
 
 def load_signals(path: str) -> tuple[SignalSpec, ...]:
-    """Read a signals file (``--signals FILE``: a ``signals:`` list, DESIGN.md "Signals").
+    """Read a signals file (``--signals FILE``: a ``signals:`` list, docs/design.md "Signals").
 
     Raises
     ------

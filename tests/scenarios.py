@@ -2,9 +2,10 @@
 
 Each family is a pure function ``family(rng, kind, nodes=None) -> Scenario`` of a
 ``random.Random`` (nothing else is random), a topology kind from :data:`TOPOLOGY_KINDS` and an
-optional node count (else the family picks one). The faults are a faults-file mapping (DESIGN.md
-"Faults file") that ``FaultSet.from_dict`` loads; the scenario says what a perfect run answers
-(``expect``) and which parts the faults file cannot name directly (``flaky_nics``, ``switch``).
+optional node count (else the family picks one). The faults are a faults-file mapping
+(docs/design.md "Faults file") that ``FaultSet.from_dict`` loads; the scenario says what a perfect
+run answers (``expect``) and which parts the faults file cannot name directly (``flaky_nics``,
+``switch``).
 
 Families (:data:`FAMILIES`), all with jitter 3% and glitches 1-2% unless said:
 

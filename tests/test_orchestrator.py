@@ -2,7 +2,7 @@
 
 Every run here goes through the real planner, the simulator (which prints the tools' real
 output), the real parsers and the inference. Properties over sizes 8..1,024, IB and RoCE, fault
-mixes and seeds (DESIGN.md quality bars): every node/NIC fault found, hung and unreachable
+mixes and seeds (docs/design.md quality bars): every node/NIC fault found, hung and unreachable
 reported, IB link faults to the exact link, no healthy node in ``drain`` under 3% jitter and up
 to 2% glitches, verdicts for node/NIC faults in <= 3 rounds, results independent of node order.
 """

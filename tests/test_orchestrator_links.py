@@ -1,6 +1,6 @@
 """Link verdicts on the simulator: precision (no healthy link bad) and recall, coverage, RoCE sets.
 
-A link is only ``bad`` after two probes from fresh node pairs failed across it (DESIGN.md
+A link is only ``bad`` after two probes from fresh node pairs failed across it (docs/design.md
 "Confirm before blaming"), so hundreds of glitches per round at 1,024-4,096 nodes never convict
 a healthy link; rounds 1+2 on a rail-optimized IB fabric cross every leaf uplink, so an injected
 link fault is always exercised and found exactly.

@@ -12,7 +12,7 @@ from fabriccheck.errors import ConfigError
 from fabriccheck.specs import PROBE_UNITS, bundled_specs, load_spec, resolve_spec
 from fabriccheck.topology import generate, load_topology
 
-JITTER = 0.03  # relative std-dev of a healthy measurement (DESIGN.md faults file)
+JITTER = 0.03  # relative std-dev of a healthy measurement (docs/design.md faults file)
 EXPECTED = {"h100-ndr400-ib", "h100-roce400", "a100-hdr200-ib", "lab-tcp"}
 
 

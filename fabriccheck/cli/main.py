@@ -1,6 +1,6 @@
 """Entry point: registers every command module and maps fabriccheck errors to exit codes.
 
-Exit codes (DESIGN.md): 0 ok · 1 faults found · 2 usage/config error · 3 could not test.
+Exit codes (docs/design.md): 0 ok · 1 faults found · 2 usage/config error · 3 could not test.
 """
 
 from __future__ import annotations

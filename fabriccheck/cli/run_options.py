@@ -144,7 +144,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "exclude_file": (oo.ExcludeFile, None),
     "metrics": (oo.Metrics, None),
     "signals": (Annotated[list[str] | None, _opt(
-        "--signals", help="Signals file (DESIGN.md 'Signals'); repeatable.")], None),
+        "--signals", help="Signals file (docs/design.md 'Signals'); repeatable.")], None),
     "no_preflight": (Annotated[bool, _opt(
         "--no-preflight", help="Skip the built-in preflight checks (GPUs, ports, PCIe, "
                                "counters, kernel log).")], False),

@@ -20,7 +20,7 @@ def show(
     file: str = typer.Argument(..., help="Topology file or bundled name (e.g. roce-rail-64)."),
     json_: bool = typer.Option(False, "--json", help="Print the topology contract JSON."),
 ) -> None:
-    """Print a topology: a summary, or the DESIGN.md contract JSON with --json."""
+    """Print a topology: a summary, or the docs/design.md contract JSON with --json."""
     from fabriccheck.topology import load_topology
     from fabriccheck.topology.dump import summary
 

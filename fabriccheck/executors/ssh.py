@@ -1,6 +1,6 @@
 """The SSH executor: runs each test's host commands over SSH (paramiko) and returns raw text.
 
-Security and robustness rules (DESIGN.md "Real parts"): host keys are checked against the
+Security and robustness rules (docs/design.md "Real parts"): host keys are checked against the
 inventory's known_hosts with :class:`paramiko.RejectPolicy` (never auto-added); key auth only;
 one connection per host, reused; at most ``max_parallel`` tests at once; every command has a hard
 timeout; a command runs in its own session (``setsid``) and on timeout its whole process group

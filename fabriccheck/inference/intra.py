@@ -2,9 +2,9 @@
 only) say about each node's own GPU path.
 
 A 1x test touches no NIC and no link, so pair tests can neither clear nor blame what it
-measures, and it clears nothing they measure. The rule (independent evidence, DESIGN.md step 4):
-a node is **bad** (node-internal fault) after ``min_fails`` failing 1x tests in at least two
-rounds and no passing one; one or two failures make it a **suspect** that the follow-up rounds
+measures, and it clears nothing they measure. The rule (independent evidence, docs/design.md
+step 4): a node is **bad** (node-internal fault) after ``min_fails`` failing 1x tests in at least
+two rounds and no passing one; one or two failures make it a **suspect** that the follow-up rounds
 retest alone. Why three: a glitch makes about 1% of tests spuriously low, with any value (a
 value far below its peers is no proof it was no glitch), so two failures in a row happen to
 1 node in 10,000 (0.4 per 4,096-node sweep); three to 1 in 10^6. A passing 1x test clears the

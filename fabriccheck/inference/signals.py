@@ -1,4 +1,5 @@
-"""Signals judged (DESIGN.md "Signals"): each reading against its bound, then against its peers.
+"""Signals judged (docs/design.md "Signals"): each reading against its bound, then against its
+peers.
 
 A signal reading is **direct evidence about the node (or NIC) itself** -- the node says it sees 7
 GPUs, the NIC says its PCIe link trained at x8 -- so there is no partner or path to share the

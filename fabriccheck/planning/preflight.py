@@ -1,4 +1,5 @@
-"""The preflight (level 0): node-local checks declared as built-in signals (DESIGN.md "Signals").
+"""The preflight (level 0): node-local checks declared as built-in signals (docs/design.md
+"Signals").
 
 The built-in checks are written in the signals contract and validated by the same model as a
 user's ``--signals`` file, so they run through the product's one signal path (plan -> executor ->

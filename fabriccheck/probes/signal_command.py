@@ -1,6 +1,6 @@
 """A signal's command line: its template with the placeholders filled, every value quoted (pure).
 
-Placeholders (DESIGN.md "Signals"): ``{host}`` the test's first node, ``{hosts}`` every node,
+Placeholders (docs/design.md "Signals"): ``{host}`` the test's first node, ``{hosts}`` every node,
 comma-separated, ``{peer}`` the second node, ``{peer_addr}`` the address of the peer's NIC
 (``{peer_nic}``'s, else the peer's first NIC's), ``{nic}`` the NIC a ``per: nic`` test reads
 (``mlx5_0``), ``{peer_nic}`` the same rail's NIC on the peer, ``{gpus}`` GPUs per node and

@@ -1,4 +1,5 @@
-"""The ``fabriccheck parse --json`` contract (DESIGN.md "Parse"): parser results as plain dicts."""
+"""The ``fabriccheck parse --json`` contract (docs/design.md "Parse"): parser results as plain
+dicts."""
 
 from __future__ import annotations
 

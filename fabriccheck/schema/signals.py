@@ -1,4 +1,4 @@
-"""The signals model (DESIGN.md "Signals"): user checks run through the probe path."""
+"""The signals model (docs/design.md "Signals"): user checks run through the probe path."""
 
 from __future__ import annotations
 

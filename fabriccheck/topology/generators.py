@@ -192,7 +192,7 @@ def generate(
     Parameters
     ----------
     gen
-        ``{"kind": "rail-optimized" | "fat-tree", ...parameters}`` as in DESIGN.md.
+        ``{"kind": "rail-optimized" | "fat-tree", ...parameters}`` as in docs/design.md.
     name, fabric
         The topology's name and fabric (``roce`` or ``infiniband``).
     source, field

@@ -1,4 +1,4 @@
-"""Loading and validating topology files (explicit form or generator form, DESIGN.md contract).
+"""Loading and validating topology files (explicit form or generator form, docs/design.md contract).
 
 Explicit form::
 

@@ -2,11 +2,12 @@
 
 Every ``fabriccheck ...`` command of a fenced ``bash``/``console`` block runs as a subprocess
 (the venv's ``fabriccheck`` first on PATH, the repository as cwd, a timeout) and must exit with the
-code the doc promises (0, or ``# exits N`` after it). Blocks that need a real cluster, root or
-``make`` carry ``<!-- doc-test: skip (reason) -->``; their commands are not run but their
-subcommands and flags are still checked against the real CLI. Also: every relative link points
-at a file, every ``fabriccheck <cmd>`` named anywhere in the docs exists, and the YAML examples
-(topology, spec, faults, inventory files) load with the real loaders.
+code the doc promises (0, or ``# exits N`` after it); a command that an output sample runs is
+checked there instead (``test_doc_samples.py``: its exit code and its output). Blocks that need
+a real cluster, root or ``make`` carry ``<!-- doc-test: skip (reason) -->``; their commands are
+not run but their subcommands and flags are still checked against the real CLI. Also: every
+relative link points at a file, every ``fabriccheck <cmd>`` named anywhere in the docs exists,
+and the YAML examples (topology, spec, faults, inventory files) load with the real loaders.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import yaml
 import fabriccheck.cli.main  # noqa: F401  (registers every command module on app)
 from fabriccheck.cli.app import app
 from tests.conftest import REPO, SHARED_FIXTURES
+from tests.docs import samples
 from tests.docs.doctool import (
     blocks,
     commands,
@@ -42,6 +44,9 @@ BIN = Path(sys.executable).parent
 TIMEOUT_S = 60
 ALL = [c for doc in DOCS for c in commands(doc)]
 RUN = [c for c in ALL if c.skip is None]
+#: commands a marked output sample runs (tests/docs/test_doc_samples.py checks their exit code
+#: and their output): not run twice
+SAMPLED = {(c.text, c.expect) for s in samples.find_all(DOCS) for c in s.commands}
 
 
 def _cli():
@@ -171,7 +176,8 @@ def _earlier_shared(cmd):
                  and c.line < cmd.line and "../shared/fixtures/" in c.text), None)
 
 
-@pytest.mark.parametrize("cmd", [c for c in RUN if c.is_fabriccheck], ids=lambda c: c.where)
+@pytest.mark.parametrize("cmd", [c for c in RUN if c.is_fabriccheck
+                                 and (c.text, c.expect) not in SAMPLED], ids=lambda c: c.where)
 def test_documented_command_runs(cmd, tmp_path):
     text = cmd.text.replace("../shared/fixtures/", f"{SHARED_FIXTURES}/")
     if "../shared/fixtures/" in cmd.text and not SHARED_FIXTURES.is_dir():

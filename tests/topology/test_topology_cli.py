@@ -1,4 +1,5 @@
-"""``fabriccheck topology show|validate|list`` on every bundled topology (DESIGN.md contract)."""
+"""``fabriccheck topology show|validate|list`` on every bundled topology (the docs/design.md
+contract)."""
 
 from __future__ import annotations
 
