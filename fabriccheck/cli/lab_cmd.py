@@ -1,4 +1,7 @@
-"""`fabriccheck lab up|down|status|faults`: the namespace lab (an emulated cluster, root only)."""
+"""`fabriccheck lab up|down|status|faults`: the namespace lab (an emulated cluster, root only).
+
+``lab up --ray`` also starts a Ray cluster over the lab (fabriccheck.lab.raylets).
+"""
 
 from __future__ import annotations
 
@@ -26,6 +29,9 @@ def up_cmd(
     name: str = _NAME,
     directory: Annotated[Path | None, typer.Option("--dir", help="Where client files go.")] = None,
     rate_scale: float = typer.Option(1.0, "--rate-scale", help="Multiply every link rate."),
+    ray: bool = typer.Option(False, "--ray", help="Also start a Ray cluster over the lab: a "
+                             "head on the gateway, a raylet inside each host (docs/lab.md)."),
+    ray_port: int = typer.Option(0, "--ray-port", help="The Ray head's GCS port (0: a free one)."),
     json_out: bool = typer.Option(False, "--json", help='Print {"dir", "inventory", ...}.'),
 ) -> None:
     """Build the lab (removing a stale one of the same name first)."""
@@ -33,18 +39,25 @@ def up_cmd(
 
     with exit_on_error():
         info = lab.up(topology, faults=faults, name=name, directory=directory,
-                      rate_scale=rate_scale)
+                      rate_scale=rate_scale, ray=ray, ray_port=ray_port)
     if json_out:
         write_json(info.to_json())
         return
     out.print(f"lab {info.name!r} up: {len(info.hosts)} hosts from {info.topology}")
     for host, addr in info.hosts.items():
         state = "sshd" if host in info.sshd_pids else "no sshd (unreachable)"
+        if info.ray is not None:
+            state += ", raylet" if host in info.ray["raylets"] else ", no raylet"
         out.print(f"  {host:<12} {addr:<15} netns {info.netns[host]}  {state}")
     for line in info.faults:
         out.print(f"  fault: {line}")
     out.print(f"inventory: {info.inventory}")
     out.print(f"try:       ssh -F {info.dir}/ssh_config {next(iter(info.hosts))} hostname")
+    if info.ray is not None:
+        out.print(f"ray:       head {info.ray['address']} + {len(info.ray['raylets'])} raylet(s), "
+                  f"up in {info.ray['start_s']:.1f} s; files in {info.ray['root']}")
+        out.print(f"sweep:     fabriccheck sweep --executor ray --inventory {info.inventory} "
+                  "--topology TOPOLOGY --probe iperf3")
 
 
 @lab_app.command("down")
@@ -81,8 +94,16 @@ def status_cmd(
         out.print(f"lab {name!r} is not up")
         return
     out.print(f"lab {name!r} up: {len(st['netns'])} namespaces, dir {st['dir']}")
+    ray = st.get("ray") or {}
+    raylets = ray.get("raylets") or {}
     for host, alive in (st.get("sshd") or {}).items():
-        out.print(f"  {host:<12} sshd {'running' if alive else 'DEAD'}")
+        line = f"  {host:<12} sshd {'running' if alive else 'DEAD'}"
+        if ray:
+            line += ("" if host not in raylets else
+                     f", raylet {'running' if raylets[host] else 'DEAD'}")
+        out.print(line)
+    if ray:
+        out.print(f"ray head {ray['address']}: {'running' if ray['head'] else 'DEAD'}")
     for f in st.get("faults") or []:
         rest = " ".join(f"{k}={v}" for k, v in f.items() if k != "kind")
         out.print(f"  fault: {f['kind']} {rest}", highlight=False)

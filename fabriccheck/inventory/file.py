@@ -80,6 +80,8 @@ class Inventory:
     source: str = ""
     #: router interface address -> switch (``hops:``): maps traceroute hops to switches
     hops: Mapping[str, str] = field(default_factory=dict)
+    #: the Ray cluster's GCS address a ``lab up --ray`` wrote (``lab: ray_address``); "" if none
+    ray_address: str = ""
 
     def host(self, name: str) -> HostEntry:
         try:
@@ -142,6 +144,7 @@ def inventory_from_dict(
         name=model.name,
         source=source,
         hops=dict(model.hops),
+        ray_address=(model.lab.ray_address or "") if model.lab is not None else "",
     )
 
 

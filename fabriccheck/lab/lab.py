@@ -6,6 +6,11 @@ into the lab directory what a client needs: ``id_ed25519`` (client key), ``known
 host key), ``inventory.yaml`` (see :mod:`fabriccheck.inventory.file`) and ``ssh_config`` (for a
 human: ``ssh -F DIR/ssh_config host1``). ``state.json`` there, and a pointer in
 ``/run/fabriccheck-lab/<name>``, let ``down`` and ``status`` find it again.
+
+``up(..., ray=True)`` (``lab up --ray``) also starts a real Ray cluster over the lab
+(:mod:`fabriccheck.lab.raylets`: a head on the management gateway, a raylet inside each
+reachable host) and writes its address into the inventory (``lab: ray_address``), so
+``fabriccheck sweep --executor ray --inventory DIR/inventory.yaml`` finds it; ``down`` stops it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -25,7 +31,7 @@ import yaml
 
 from fabriccheck.errors import ConfigError, ExecutorError
 from fabriccheck.faults import FaultSet, load_faults
-from fabriccheck.lab import netns, sshd
+from fabriccheck.lab import netns, raylets, sshd
 from fabriccheck.lab.plan import LabPlan, check_name, plan_lab
 from fabriccheck.topology.load import load_topology
 from fabriccheck.topology.model import Topology
@@ -46,6 +52,8 @@ class LabInfo:
     faults: tuple[str, ...]
     sshd_pids: dict[str, int]
     gateway: str = ""  # the root namespace's address on the management bridge (a Ray head)
+    #: ``lab up --ray``: address, root, head and per-host raylet (see fabriccheck.lab.raylets)
+    ray: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"dir": self.dir, "inventory": self.inventory, **{
@@ -76,6 +84,7 @@ def lab_dir(name: str) -> Path | None:
 
 
 def _write_client_files(d: Path, plan: LabPlan, host_pubs: dict[str, str]) -> Path:
+    """Client key, known_hosts, ssh_config and the inventory; returns the inventory's path."""
     client_pub = sshd.write_key(d / "id_ed25519", comment=f"fabriccheck-lab-{plan.name}")
     (d / "authorized_keys").write_text(client_pub + "\n")
     (d / "known_hosts").write_text("".join(
@@ -84,12 +93,20 @@ def _write_client_files(d: Path, plan: LabPlan, host_pubs: dict[str, str]) -> Pa
         f"Host {h.name}\n  HostName {h.mgmt_ip}\n  User root\n  IdentityFile {d / 'id_ed25519'}\n"
         f"  UserKnownHostsFile {d / 'known_hosts'}\n  StrictHostKeyChecking yes\n"
         for h in plan.hosts))
+    return write_inventory(d, plan)
+
+
+def write_inventory(d: Path, plan: LabPlan, ray_address: str | None = None) -> Path:
+    """``DIR/inventory.yaml`` (see :mod:`fabriccheck.inventory.file`); with the Ray address."""
+    lab_info: dict[str, Any] = {"name": plan.name, "gateway": plan.gateway_ip}
+    if ray_address:
+        lab_info["ray_address"] = ray_address
     inv = {
         "name": plan.topology,
         "ssh": {"user": "root", "port": 22, "key": "id_ed25519", "known_hosts": "known_hosts",
                 "connect_timeout_s": 3},
         "python": "python3",
-        "lab": {"name": plan.name, "gateway": plan.gateway_ip},
+        "lab": lab_info,
         **({"hops": plan.hop_names()} if plan.mode == "routed" else {}),
         "hosts": {
             h.name: {"address": h.mgmt_ip, "netns": h.netns,
@@ -140,20 +157,31 @@ def up(
     name: str = "lab",
     directory: str | Path | None = None,
     rate_scale: float = 1.0,
+    ray: bool = False,
+    ray_port: int = 0,
+    ray_timeout_s: float = raylets.START_TIMEOUT_S,
 ) -> LabInfo:
     """Build the lab for ``topology`` (see the module docstring) and return where its files are.
+
+    With ``ray``, also start a Ray cluster over it (:mod:`fabriccheck.lab.raylets`); its GCS
+    listens on ``ray_port`` (0: a free port) and must be up within ``ray_timeout_s``.
 
     Raises
     ------
     ConfigError
-        Not root, a bad topology/faults file, a topology that is not a tree.
+        Not root, a bad topology/faults file, a topology that is not a tree; with ``ray``:
+        Ray not installed, ``ray_port`` busy.
     ExecutorError
-        A kernel command or sshd failed (everything built so far is removed again).
+        A kernel command, sshd or ``ray start`` failed (everything built so far is removed).
     """
     require_root()
     check_name(name)
     topo = _load(topology)
     fault_set = _faults(faults)
+    if ray:  # fail before anything is built or removed
+        raylets.ray_bin()
+        if ray_port:
+            raylets.check_port(ray_port)
     d = Path(directory) if directory else default_dir(name)
     if d.exists() and any(d.iterdir()) and not (d / "state.json").exists():
         raise ConfigError(f"{d} exists and is not a lab directory", field="--dir",
@@ -192,12 +220,16 @@ def up(
             netns.router_routes(plan)
         netns.start_flappers(plan)
         pids = {h.name: sshd.start_sshd(d, h) for h in plan.hosts if h.sshd}
+        state.update(sshd_pids=pids, faults=_faults_to_dict(fault_set), inventory=str(inventory))
+        _save_state(d, state)
+        if ray:
+            state["ray"] = raylets.start(plan, d, pids, port=ray_port, timeout_s=ray_timeout_s)
+            _save_state(d, state)
+            inventory = write_inventory(d, plan, state["ray"]["address"])
     except BaseException:
         down(name)
         raise
-    state.update(sshd_pids=pids, faults=_faults_to_dict(fault_set), inventory=str(inventory))
-    _save_state(d, state)
-    return _info(plan, d, inventory, pids)
+    return _info(plan, d, inventory, pids, state.get("ray"))
 
 
 def _faults_to_dict(fs: FaultSet) -> dict[str, Any]:
@@ -210,12 +242,13 @@ def _faults_to_dict(fs: FaultSet) -> dict[str, Any]:
     return {"faults": out}
 
 
-def _info(plan: LabPlan, d: Path, inventory: Path, pids: dict[str, int]) -> LabInfo:
+def _info(plan: LabPlan, d: Path, inventory: Path, pids: dict[str, int],
+          ray: dict[str, Any] | None = None) -> LabInfo:  # fmt: skip
     return LabInfo(
         name=plan.name, dir=str(d), inventory=str(inventory), topology=plan.topology,
         hosts={h.name: h.mgmt_ip for h in plan.hosts},
         netns={h.name: h.netns for h in plan.hosts},
-        faults=plan.faults, sshd_pids=pids, gateway=plan.gateway_ip,
+        faults=plan.faults, sshd_pids=pids, gateway=plan.gateway_ip, ray=ray,
     )
 
 
@@ -257,7 +290,8 @@ def apply_faults(name: str, faults: str | Path | FaultSet | None) -> LabInfo:
             netns.sh(["ip", "-n", h.netns, "link", "set", nic.name, "down" if nic.down else "up"])
         if plan.mode == "routed":
             netns.host_routes(h)  # a link that was down took its routes with it
-        if (h.sshd, h.hang) != (h_old.sshd, h_old.hang) or (h.sshd and h.name not in pids):
+        sshd_gone = h.name not in pids or not _pid_alive(pids[h.name])
+        if (h.sshd, h.hang) != (h_old.sshd, h_old.hang) or (h.sshd and sshd_gone):
             sshd.stop_sshd(d, h)
             # open sessions too: their sshd children keep the old PATH and would stay reachable
             netns.kill_netns_processes(h.netns)
@@ -269,7 +303,41 @@ def apply_faults(name: str, faults: str | Path | FaultSet | None) -> LabInfo:
     netns.start_flappers(plan)
     state.update(sshd_pids=pids, faults=_faults_to_dict(fault_set))
     _save_state(d, state)
-    return _info(plan, d, Path(state["inventory"]), pids)
+    if state.get("ray"):
+        state["ray"] = _heal_raylets(plan, d, pids, state["ray"])
+        _save_state(d, state)
+    return _info(plan, d, Path(state["inventory"]), pids, state.get("ray"))
+
+
+def _heal_raylets(plan: LabPlan, d: Path, pids: dict[str, int],
+                  ray: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """After faults changed: every reachable host without a live raylet gets a new one (with
+    its new PATH); an unreachable host has none. Waits for the new raylets."""
+    ray = {**ray, "raylets": dict(ray.get("raylets") or {})}
+    fresh = []
+    for h in plan.hosts:
+        entry = ray["raylets"].get(h.name)
+        if not h.sshd or h.name not in pids:
+            if entry:
+                raylets.stop_group(entry)
+            ray["raylets"].pop(h.name, None)
+        elif not raylets.raylet_alive(entry):
+            ray["raylets"][h.name] = raylets.start_raylet(plan, d, h, pids[h.name],
+                                                          ray["address"])
+            fresh.append(h)
+    deadline = time.monotonic() + raylets.START_TIMEOUT_S
+    for h in fresh:
+        e = ray["raylets"][h.name]
+        raylets.wait_ready(f"raylet of {h.name}", int(e["pgid"]), Path(e["log"]), deadline)
+    return ray
+
+
+def _pid_alive(pid: int | str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError):
+        return False
+    return True
 
 
 def registered_labs() -> dict[str, dict[str, Any]]:
@@ -312,7 +380,15 @@ def down(name: str = "lab") -> list[str]:
     """
     require_root()
     check_name(name)
-    removed = netns.remove_lab(name)
+    ray_state = None
+    d = lab_dir(name)
+    if d is not None:
+        try:
+            ray_state = json.loads((d / "state.json").read_text()).get("ray")
+        except (OSError, ValueError):
+            ray_state = None  # lost: raylets.stop finds the processes by their Ray root
+    removed = raylets.stop(name, ray_state)
+    removed += netns.remove_lab(name)
     p = _pointer(name)
     if p.exists():
         p.unlink()
@@ -341,4 +417,6 @@ def status(name: str = "lab") -> dict[str, Any]:
             except (ProcessLookupError, ValueError):
                 alive[host] = False
         out["sshd"] = alive
+        if state.get("ray"):
+            out["ray"] = raylets.status(state["ray"])
     return out

@@ -117,6 +117,8 @@ class LabInfo(StrictModel):
 
     name: Name = Field(description="the lab's name")
     gateway: Name = Field(description="the lab's management gateway")
+    ray_address: Name | None = Field(None, description="the GCS host:port of the lab's Ray "
+                                      "cluster (`lab up --ray`); the ray executor's default")
 
 
 class InventoryFile(StrictModel):

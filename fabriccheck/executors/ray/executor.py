@@ -8,8 +8,8 @@ How a round runs (``RayExecutor.run_round``):
    (:mod:`~fabriccheck.executors.ray.reserve`): ``STRICT_SPREAD``, one bundle per node,
    each bundle pinned to its node by the ``ray.io/node-id`` label and holding the node's whole
    ``reserve_resources`` (default: the idle resource and ``GPU``), so no other Ray work that needs
-   them lands there meanwhile; a group not reserved within ``reserve_timeout_s`` (someone holds
-   part of a node) is reported, not run;
+   them lands there meanwhile; a group not reserved while no group of the round was for
+   ``reserve_timeout_s`` (someone holds part of a node) is reported, not run;
 3. run each test's :class:`~fabriccheck.probes.launch.ProbeLaunch` through
    :func:`~fabriccheck.executors.launch_runner.run_tests` with :class:`RayHostRunner`: one
    :class:`~fabriccheck.executors.ray.agent.HostAgent` actor per node (0 CPU, hard node affinity)
@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from fabriccheck.errors import ConnectError, ExecutorError
@@ -62,8 +63,9 @@ class RayExecutor:
     Parameters
     ----------
     address : str, optional
-        The cluster's GCS ``host:port`` (``--ray-address``) or ``auto``; ``None`` = ``RAY_ADDRESS``
-        (neither: :class:`~fabriccheck.errors.ConfigError`).
+        The cluster's GCS ``host:port`` (``--ray-address``) or ``auto``; ``None`` = the
+        inventory's ``lab: ray_address`` (written by ``lab up --ray``; the driver's node IP is
+        then the head's), else ``RAY_ADDRESS`` (none: :class:`~fabriccheck.errors.ConfigError`).
     inventory : Inventory or path, optional
         Host addresses, NIC IPs and probe settings (:mod:`fabriccheck.inventory.file`); without
         one, every NIC of a host resolves to its Ray node's IP.
@@ -79,7 +81,9 @@ class RayExecutor:
         Resource whose being entirely free makes a node idle; default ``GPU``, or ``CPU`` when no
         node of the cluster has a GPU.
     init_timeout_s, reserve_timeout_s, rpc_timeout_s : float
-        Hard limits for ``ray.init``, for a group's reservation, and for one agent call.
+        Hard limits for ``ray.init``, for a group's reservation (counted from the last group
+        of the round the GCS created: it creates them one by one, 1,024 take 30-70 s on two
+        busy cores), and for one agent call.
     node_ip_address : str, optional
         This host's Ray node IP, when Ray cannot infer it.
     base_port : int
@@ -104,11 +108,15 @@ class RayExecutor:
         base_port: int = 18515,
         max_parallel: int = 64,
     ) -> None:
-        self.address = address
         if inventory is not None and not hasattr(inventory, "hosts"):
             from fabriccheck.inventory.file import load_inventory
 
             inventory = load_inventory(inventory)
+        if not address and getattr(inventory, "ray_address", ""):
+            # the lab's own cluster (`lab up --ray`): the driver runs beside its head
+            address = inventory.ray_address
+            node_ip_address = node_ip_address or address.rpartition(":")[0]
+        self.address = address
         self.inventory = inventory
         if command_options is None and inventory is not None:
             from fabriccheck.probes.commands import CommandOptions
@@ -128,12 +136,14 @@ class RayExecutor:
         self.reservations: dict[str, Any] = {}  # placement group name -> PlacementGroup
         self._agents: dict[str, Any] = {}
         self._agent_nodes: dict[str, str] = {}  # host -> node id its agent was placed on
+        self._creating: dict[str, threading.Lock] = {}  # host -> held while its agent starts
         self._ambiguous: dict[str, list[RayNode]] = {}
         self._nodes: dict[str, RayNode] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._owns_connection = connect(address, timeout_s=init_timeout_s,
                                         node_ip_address=node_ip_address)
+        _driver_messages_to_stderr()
         try:
             self.refresh_nodes()
         except BaseException:
@@ -203,11 +213,26 @@ class RayExecutor:
         """The agent actor on ``host``'s node (created and checked on first use).
 
         Raises :class:`ConnectError` when the host has no live node or its agent does not come
-        up within ``timeout_s`` (default ``rpc_timeout_s + 10``).
+        up within ``timeout_s`` (default ``rpc_timeout_s + 10``). Threads asking for one host at
+        once create one agent: the others wait for it (within their own ``timeout_s``).
         """
+        timeout_s = timeout_s or self.rpc_timeout_s + 10.0
         with self._lock:
             if host in self._agents:
                 return self._agents[host]
+            creating = self._creating.setdefault(host, threading.Lock())
+        if not creating.acquire(timeout=timeout_s):
+            raise ConnectError(f"the fabriccheck agent did not start within {timeout_s:g} s",
+                               host=host, hint="the Ray node is overloaded or hung")
+        try:
+            with self._lock:
+                if host in self._agents:  # another thread made it meanwhile
+                    return self._agents[host]
+            return self._new_agent(host, timeout_s)
+        finally:
+            creating.release()
+
+    def _new_agent(self, host: str, timeout_s: float) -> Any:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -220,8 +245,7 @@ class RayExecutor:
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
         ).remote(host)
         try:
-            ray_get(agent.info.remote(), timeout_s or self.rpc_timeout_s + 10.0, host=host,
-                    what="start the fabriccheck agent")
+            ray_get(agent.info.remote(), timeout_s, host=host, what="start the fabriccheck agent")
         except ExecutorError as exc:
             ray.kill(agent)
             raise ConnectError(exc.message, host=None, hint=exc.hint) from exc
@@ -309,13 +333,36 @@ class RayExecutor:
             runnable = [t for t in tests if t.test_id not in results]
             ran = run_tests(RayHostRunner(self), runnable,
                             lambda t, _i: launches[t.test_id], max_parallel=self.max_parallel)
-            results.update({r.test_id: r for r in ran})
+            results.update({r.test_id: r for r in self._died_during(runnable, ran)})
         except BaseException:
             self._kill_everything()
             raise
         finally:
             self.release([n for n in self.reservations if n not in before])
         return [results[t.test_id] for t in tests]
+
+    def _died_during(self, tests: Sequence[Test], results: Sequence[RawResult]) -> list[RawResult]:
+        """A test that did not finish cleanly while one of its hosts died (its raylet killed,
+        the host down) is that host's ``unreachable``, not a failed measurement: its partner's
+        iperf3 saw the connection reset, which says nothing about the partner's NIC. Only the
+        hosts of such tests are pinged (``unresponsive``, 5 s at most)."""
+        by_id = {t.test_id: t for t in tests}
+        unclean = [r for r in results if not r.unreachable
+                   and (r.exit_code != 0 or r.error or r.timed_out)]
+        hosts = [h for r in unclean for h in by_id[r.test_id].nodes]
+        dead = self.unresponsive(hosts) if hosts else set()
+        unclean_ids = {r.test_id for r in unclean}
+        if not dead:
+            return list(results)
+        out = []
+        for r in results:
+            gone = tuple(h for h in dict.fromkeys(by_id[r.test_id].nodes) if h in dead)
+            if gone and r.test_id in unclean_ids:
+                note = f"not responding after the test: {', '.join(gone)}"
+                r = replace(r, exit_code=None, unreachable=gone,
+                            error=f"{r.error}; {note}" if r.error else note)
+            out.append(r)
+        return out
 
     def _kill_everything(self) -> None:
         for host, agent in list(self._agents.items()):
@@ -352,6 +399,26 @@ class RayExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _driver_messages_to_stderr() -> None:
+    """Ray's driver prints cluster events ("The node with node id ... has been marked dead") on
+    *stdout* from a background thread, whatever ``log_to_driver`` says; stdout is the run's JSON
+    (``--json``), so they go to stderr. Ray keeps no public switch for it: the module function
+    its thread calls is wrapped, and left alone if a Ray release renames it."""
+    try:
+        import ray._private.worker as ray_worker
+    except ImportError:
+        return
+    printer = getattr(ray_worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "_fabriccheck_stderr", False):
+        return
+
+    def to_stderr(data: dict, *args: Any, **kwargs: Any) -> Any:
+        return printer({**data, "is_err": True}, *args, **kwargs)
+
+    to_stderr._fabriccheck_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
 
 
 def _not_run(test: Test, launch: ProbeLaunch, problem: str, dead: set[str]) -> RawResult:

@@ -43,7 +43,8 @@ def reserve_groups(
     One placement group per :func:`overlapping_groups` group, added to ``reservations``
     (name -> PlacementGroup) as soon as it is asked for, so a later release removes it even
     when it never became ready. A host ``node_of`` cannot map is that group's problem; a group
-    not created within ``timeout_s`` (someone holds part of a node) is reported, not waited for.
+    not created while no group of the round was for ``timeout_s`` (someone holds part of a
+    node, or it is gone) is reported, not waited for.
     """
     from ray.util.placement_group import placement_group
 
@@ -66,19 +67,24 @@ def reserve_groups(
             raise map_ray_error(exc, what=f"reserve {', '.join(ids)}") from exc
         reservations[name] = pg
         pending.append((ids, pg))
-    # pg.wait asks the GCS directly; pg.ready() would run a task in every group (~1 s more)
+    # pg.wait asks the GCS directly; pg.ready() would run a task in every group (~1 s more).
+    # The GCS creates groups one after the other (30-70 ms each on 2 busy cores: 1,024 groups
+    # take 30-70 s), so the limit counts from the last group seen created, not from the start:
+    # a group fails when none was created for timeout_s while it waited (held or gone nodes).
     from ray.util.placement_group import placement_group_table
 
-    deadline = time.monotonic() + timeout_s
+    progress = time.monotonic()
     for ids, pg in pending:
         try:
             ok = placement_group_table(pg).get("state") == "CREATED"
-            left = deadline - time.monotonic()
+            left = progress + timeout_s - time.monotonic()
             if not ok and left > 0:  # whole seconds: Ray's wait takes an int
                 ok = pg.wait(max(1, int(left + 0.999)))
         except Exception as exc:  # Ray boundary
             raise map_ray_error(exc, what="reserve nodes") from exc
-        if not ok:
+        if ok:
+            progress = time.monotonic()
+        else:
             problems.update({i: f"could not reserve its nodes within "
                                 f"{timeout_s:g} s (busy or gone)" for i in ids})
     return problems
