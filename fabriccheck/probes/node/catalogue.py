@@ -19,17 +19,18 @@ its own; :func:`load_catalogue` validates both and names the file and field of a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.probes.node.findings import SEVERITIES, Finding
 
 _FIELDS = {"id", "severity", "part", "what", "fix", "source", "match", "params"}
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,24 @@ class Entry:
 
 @dataclass(frozen=True)
 class Catalogue:
-    """Entries by id, in file order."""
+    """Entries by id, in file order (never changed once made: an override makes a new one)."""
 
     entries: Mapping[str, Entry]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the :meth:`derived` tables (rebuilt on first use)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_derived"}
+
+    def derived(self, build: Callable[[Catalogue], _T]) -> _T:
+        """``build(self)``, computed once per catalogue object: the lookup tables a judge
+        derives from the entries (its patterns, the entries of a prefix). They live on this
+        catalogue, so a spec's catalogue never sees another's."""
+        memo = self.__dict__.setdefault("_derived", {})
+        try:
+            return memo[build]
+        except KeyError:
+            memo[build] = value = build(self)
+            return value
 
     def __contains__(self, check_id: str) -> bool:
         return check_id in self.entries
@@ -64,7 +80,10 @@ class Catalogue:
 
     def with_prefix(self, prefix: str) -> list[Entry]:
         """Entries whose id starts with ``prefix``, in file order."""
-        return [e for i, e in self.entries.items() if i.startswith(prefix)]
+        by_prefix = self.derived(_prefix_memo)
+        if prefix not in by_prefix:
+            by_prefix[prefix] = tuple(e for i, e in self.entries.items() if i.startswith(prefix))
+        return list(by_prefix[prefix])
 
     def param(self, check_id: str, name: str, default: Any = None) -> Any:
         """``params[name]`` of entry ``check_id`` (``default`` when absent)."""
@@ -78,6 +97,11 @@ class Catalogue:
         e = self.entry(check_id)
         return Finding(severity or e.severity, e.id, part or e.part, what or e.what,
                        line.strip()[:300], e.fix, e.source)
+
+
+def _prefix_memo(_: Catalogue) -> dict[str, tuple[Entry, ...]]:
+    """A catalogue's entries by id prefix, filled as :meth:`Catalogue.with_prefix` asks."""
+    return {}
 
 
 def _entry(raw: Any, where: str) -> Entry:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from fabriccheck.probes._text import ANSI_RE
@@ -44,7 +45,8 @@ SETTING_CHECKS: Mapping[str, str] = {
 #: ``nvidia-smi topo -m`` distances, nearest first
 DISTANCES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
-_MARK = re.compile(r"^== (\S[^\n]*?)\s*$", re.M)
+#: ``^== name``, with ``==`` first (``(?<![^\n]==)``: at a line start) to be searched quickly
+_MARK = re.compile(r"==(?<![^\n]==) (\S[^\n]*?)\s*$", re.M)
 _NVRM = re.compile(r"NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
 _LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$", re.M)
 _DEV = re.compile(r"^(?P<addr>(?:[0-9a-fA-F]{4,}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+"
@@ -54,6 +56,10 @@ _BUS = re.compile(r"Bus: primary=([0-9a-fA-F]+), secondary=([0-9a-fA-F]+), "
 _PORT_TYPE = re.compile(r"Express \(v\d\) (Root Port|Downstream Port|Upstream Port|Endpoint"
                         r"|Legacy Endpoint|Root Complex Integrated Endpoint)")
 _ACSCTL = re.compile(r"ACSCtl:\s*(.*)$")
+_REV = re.compile(r"\s*\((?:rev|prog-if) [^)]*\)")
+_HEX = frozenset("0123456789abcdefABCDEF")  # how a device header starts
+_CLASS_ID = re.compile(r"\s*\[[0-9a-fA-F]{4}\]$")
+_REDIRECT = re.compile(r"\b(?:ReqRedir|CmpltRedir)\+")
 _MISSING = re.compile(r"No such file|not found|cannot access|Permission denied|command not"
                       r"|Operation not permitted|No such device", re.I)
 
@@ -236,9 +242,19 @@ def nearest(text: str, side: str = "GPU") -> dict[str, tuple[str, str]]:
     >>> nearest(t, "NIC")["mlx5_1"]
     ('GPU1', 'PXB')
     """
+    return _nearest(_topo(text), side)
+
+
+def _topo(text: str) -> tuple[dict[str, str], list[str], dict[str, list[str]]]:
+    """The NIC legend, the devices and the rows of ``nvidia-smi topo -m``."""
     text = ANSI_RE.sub("", text)
-    legend = dict(_LEGEND.findall(text))
     devices, rows, _tails = parse_topo(text.lstrip("\n"))
+    return dict(_LEGEND.findall(text)), devices, rows
+
+
+def _nearest(topo: tuple[dict[str, str], list[str], dict[str, list[str]]], side: str
+             ) -> dict[str, tuple[str, str]]:
+    legend, devices, rows = topo
     idx = {d: i for i, d in enumerate(devices)}
     other = [d for d in devices if d.startswith("NIC" if side == "GPU" else "GPU")]
     out: dict[str, tuple[str, str]] = {}
@@ -257,13 +273,14 @@ def _locality(j: Judged, body: str | None) -> None:
     if unreadable(body) or "GPU0" not in (body or ""):
         j.unread("gpu_nic", "nvidia-smi topo -m printed no matrix")
         return
-    devices, _rows, _tails = parse_topo(ANSI_RE.sub("", body or "").lstrip("\n"))
+    topo = _topo(body or "")
+    devices = topo[1]
     gpus = sum(d.startswith("GPU") for d in devices)
     nics = sum(d.startswith("NIC") for d in devices)
     j.facts["topo"] = {"gpus": gpus, "nics": nics}
     j.facts["config_class"] = f"{gpus} GPUs, {nics} NICs"
     per_gpu = nics >= gpus  # a NIC per GPU: a GPU without one on its socket is miswired
-    near = nearest(body or "", "GPU" if per_gpu else "NIC")
+    near = _nearest(topo, "GPU" if per_gpu else "NIC")
     if not near:
         return  # no NIC columns: nothing to pair
     # all at SYS is the platform (a VM hiding its PCIe tree), not one misseated card
@@ -302,11 +319,17 @@ class PciNode:
     @property
     def redirects(self) -> bool:
         """ACS P2P request or completion redirect is on."""
-        return bool(re.search(r"\b(?:ReqRedir|CmpltRedir)\+", self.acsctl))
+        return bool(_REDIRECT.search(self.acsctl))
 
     def domain_bus(self) -> tuple[str, int]:
-        parts = self.address.split(":")
-        return (parts[0] if len(parts) == 3 else "0000"), int(parts[-2], 16)
+        return _domain_bus(self.address)
+
+
+@lru_cache(maxsize=8192)
+def _domain_bus(address: str) -> tuple[str, int]:
+    """The PCI domain (``0000`` when the address has none) and bus number of an address."""
+    parts = address.split(":")
+    return (parts[0] if len(parts) == 3 else "0000"), int(parts[-2], 16)
 
 
 def parse_pci(text: str) -> list[PciNode]:
@@ -322,20 +345,20 @@ def parse_pci(text: str) -> list[PciNode]:
     """
     out: list[PciNode] = []
     for line in text.splitlines():
-        if m := _DEV.match(line):
-            out.append(PciNode(m["addr"], re.sub(r"\s*\[[0-9a-fA-F]{4}\]$", "", m["cls"]),
-                               m["desc"]))
+        if line[:1] in _HEX and (m := _DEV.match(line)):
+            out.append(PciNode(m["addr"], _CLASS_ID.sub("", m["cls"]), m["desc"]))
             continue
         if not out:
             continue
         d = out[-1]
         if "<access denied>" in line:
             d.denied = True
-        if m := _BUS.search(line):
+        # each pattern's literal first: most lines hold none of them
+        if "Bus:" in line and (m := _BUS.search(line)):
             d.buses = (int(m[2], 16), int(m[3], 16))
-        elif m := _PORT_TYPE.search(line):
+        elif "Express" in line and (m := _PORT_TYPE.search(line)):
             d.port = m[1]
-        elif m := _ACSCTL.search(line):
+        elif "ACSCtl:" in line and (m := _ACSCTL.search(line)):
             d.acsctl = " ".join(m[1].split())
     return out
 
@@ -346,21 +369,28 @@ def _kind(d: PciNode, catalogue: Catalogue) -> str:
     return kind.upper() if kind in (GPU, NIC) else OTHER
 
 
-def _below(bridge: PciNode, ends: Sequence[PciNode]) -> list[PciNode]:
+#: a device with its (domain, bus)
+Placed = tuple[tuple[str, int], PciNode]
+
+
+def _below(bridge: PciNode, ends: Sequence[Placed]) -> list[PciNode]:
     """The devices of ``ends`` on a bus the bridge forwards to."""
     if bridge.buses is None:
         return []
     dom, lo, hi = bridge.domain_bus()[0], *bridge.buses
-    return [e for e in ends if e.domain_bus()[0] == dom and lo <= e.domain_bus()[1] <= hi]
+    return [e for (d, bus), e in ends if d == dom and lo <= bus <= hi]
 
 
 def _part(d: PciNode) -> str:
     return Device(d.address, d.cls, d.desc).part()
 
 
-def _acs(j: Judged, body: str | None) -> None:
-    nodes = parse_pci(body or "")
-    ends = [d for d in nodes if _kind(d, j.catalogue) != OTHER]
+def _ends(nodes: Sequence[PciNode], catalogue: Catalogue) -> list[Placed]:
+    """The GPUs and NICs of ``nodes``, each with its domain and bus."""
+    return [(d.domain_bus(), d) for d in nodes if _kind(d, catalogue) != OTHER]
+
+
+def _acs(j: Judged, nodes: Sequence[PciNode], ends: Sequence[Placed]) -> None:
     if not nodes or (not any(d.acsctl for d in nodes) and any(d.denied for d in nodes)):
         why = ("lspci could not read the capabilities (run as root)" if nodes
                else "lspci printed no devices")
@@ -384,14 +414,11 @@ def _acs(j: Judged, body: str | None) -> None:
                  + (" (a root port)" if below else " (no GPU or NIC below it)")))
 
 
-def _sku(j: Judged, body: str | None) -> None:
+def _sku(j: Judged, nodes: Sequence[PciNode], ends: Sequence[Placed]) -> None:
     """The node's class for its peers: GPU and NIC counts, and the GPU, NIC and PCIe switch
     models lspci names (a server of another make is not a peer)."""
-    nodes = parse_pci(body or "")
-    ends = [d for d in nodes if _kind(d, j.catalogue) != OTHER]
     switches = [b for b in nodes if b.port == "Downstream Port" and _below(b, ends)]
-    models = sorted({re.sub(r"\s*\((?:rev|prog-if) [^)]*\)", "", d.desc)
-                     for d in (*ends, *switches)})
+    models = sorted({_REV.sub("", d.desc) for d in (*(e for _, e in ends), *switches)})
     base = j.facts.get("config_class", "")
     if models:
         j.facts["config_class"] = "; ".join(x for x in (base, ", ".join(models)) if x)
@@ -405,8 +432,10 @@ def judge_node_config(text: str, catalogue: Catalogue, context: Any) -> NodeRepo
     if "topo" in sec:
         _locality(j, sec["topo"])
     if "acs" in sec:
-        _acs(j, sec["acs"])
-        _sku(j, sec["acs"])
+        nodes = parse_pci(sec["acs"])
+        ends = _ends(nodes, catalogue)
+        _acs(j, nodes, ends)
+        _sku(j, nodes, ends)
     missing = [s for s in NODE_SECTIONS if s not in sec]
     reason = cut_reason(text, closed) or (f"no section(s) {', '.join(missing)}" if missing else "")
     return j.report("node-config", not reason, reason)

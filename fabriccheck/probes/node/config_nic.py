@@ -14,11 +14,19 @@ from typing import Any
 from fabriccheck.probes.node.catalogue import Catalogue
 from fabriccheck.probes.node.config import Judged, cut_reason, split_sections, unreadable
 from fabriccheck.probes.node.findings import NodeReport
+from fabriccheck.probes.node.lines import H, newline_breaks_only
 
 #: GIDs every configured RoCE port has: link-local and IPv4, each as v1 and v2
 GID_SLOTS = 4
 
 _KV = re.compile(r"^\s*([\w-]+):\s*(.*?)\s*$")
+#: the same over a whole text whose only line break is ``\n``, in one scan
+_KV_LINES = re.compile(rf"^{H}*([\w-]+):{H}*((?:\S(?:[^\n]*\S)?)?){H}*$", re.M)
+_TRUST = re.compile(r"Priority trust (?:state|mode):\s*(\w+)")
+_PRIOS = re.compile(r"^\s*priority((?:\s+\d)+)\s*$", re.M)
+_ENABLED = re.compile(r"^\s*enabled((?:\s+[01])+)\s*$", re.M)
+_VERSION = re.compile(r"v(\d)")
+_NUMBER = re.compile(r"(\d+)")
 _GID = re.compile(r"/gid_attrs/types/(\d+):\s*(.+?)\s*$", re.M)
 _ECN = re.compile(r"/ecn/(roce_np|roce_rp)/enable/(\d):\s*([01])\s*$", re.M)
 
@@ -31,6 +39,10 @@ def parse_devinfo(text: str) -> dict[str, str]:
     '4096 (5)'
     """
     out: dict[str, str] = {}
+    if newline_breaks_only(text):
+        for key, value in _KV_LINES.findall(text):
+            out.setdefault(key, value)
+        return out
     for line in text.splitlines():
         m = _KV.match(line)
         if m and m[1] not in out:
@@ -47,10 +59,10 @@ def parse_qos(text: str) -> dict[str, Any]:
     {'trust': 'dscp', 'pfc': [3]}
     """
     out: dict[str, Any] = {}
-    if m := re.search(r"Priority trust (?:state|mode):\s*(\w+)", text):
+    if m := _TRUST.search(text):
         out["trust"] = m[1]
-    prios = re.search(r"^\s*priority((?:\s+\d)+)\s*$", text, re.M)
-    enabled = re.search(r"^\s*enabled((?:\s+[01])+)\s*$", text, re.M)
+    prios = _PRIOS.search(text)
+    enabled = _ENABLED.search(text)
     if prios and enabled:
         out["pfc"] = [int(p) for p, e in zip(prios[1].split(), enabled[1].split(), strict=False)
                       if e == "1"]
@@ -77,7 +89,7 @@ def gid_type(text: str) -> str:
     >>> gid_type("IB/RoCE v1"), gid_type("RoCE v2")
     ('v1', 'v2')
     """
-    m = re.search(r"v(\d)", text)
+    m = _VERSION.search(text)
     return f"v{m[1]}" if m else text.strip()
 
 
@@ -103,7 +115,7 @@ def _nic_id(j: Judged, info: Mapping[str, str], eth: Mapping[str, str]) -> str:
 def _mtu(j: Judged, nic: str, sec: Mapping[str, str], info: Mapping[str, str]) -> None:
     roce = info.get("link_layer") == "Ethernet" or "mtu" in sec
     raw = (sec.get("mtu") or "").strip() if roce else info.get("active_mtu", "")
-    m = re.match(r"(\d+)", raw)
+    m = _NUMBER.match(raw)
     if not m:
         j.unread("mtu", f"{nic}: no {'netdev MTU' if roce else 'active_mtu'}", f"nic {nic}")
         return

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from fabriccheck.probes.node.catalogue import Catalogue, Entry
 from fabriccheck.probes.node.findings import FAULT, INFO, SEVERITIES, WARN, Finding, NodeReport
+from fabriccheck.probes.node.lines import H, newline_breaks_only
 
 #: counter widths in bits (IBTA Vol. 1 sec. 16.1.3.5 PortCounters): a counter at all ones
 #: has stopped counting (``perfquery -R`` clears it)
@@ -53,14 +55,31 @@ _FACT_NAMES: Mapping[str, str] = {
     "PortLoopingErrors": "looping_errors",
 }
 
+#: ``^#`` written as ``#`` at a line start (``(?<![^\n]#)``): a pattern that starts with a
+#: literal is searched for quickly
 _PQ_HEADER = re.compile(
-    r"^#\s*(?P<kind>Port[\w ]*?)\s*counters:\s*Lid\s+(?P<lid>\S+)\s+"
+    r"#(?<![^\n]#)\s*(?P<kind>Port[\w ]*?)\s*counters:\s*Lid\s+(?P<lid>\S+)\s+"
     r"(?:port\s+(?P<port>\d+)|(?P<all>all ports))(?P<rest>.*)$", re.M)
 _PQ_COUNTER = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9]*):\.*(?P<value>\S+)\s*$")
+#: a counter line whose value is a number (decimal or hex): the lines a read keeps, less the
+#: select fields (``_PQ_SKIP``); ``_PQ_COUNTER_LINES`` finds them all in one scan of a block
+#: split at ``\n`` only (surrounding whitespace allowed, as ``str.strip`` removes it), as
+#: (stripped line, name, value)
+_PQ_NUMBER = re.compile(r"(?P<name>[A-Za-z][A-Za-z0-9]*):\.*(?P<value>0x[0-9a-fA-F]+|\d+)")
+_PQ_SKIP = frozenset({"PortSelect", "CounterSelect", "CounterSelect2"})
+_PQ_COUNTER_LINES = re.compile(
+    rf"^{H}*((?!(?:{'|'.join(sorted(_PQ_SKIP))}):){_PQ_NUMBER.pattern}){H}*$", re.M)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _CAPMASK = re.compile(r"CapMask:\s*(0x[0-9a-fA-F]+)")
 _ETH_HEADER = re.compile(r"^NIC statistics:\s*$")
 _ETH_STAT = re.compile(r"^\s+(?P<name>[\w.\[\]-]+):\s*(?P<value>\d+)\s*$")
 _ETH_NAME = re.compile(r"^(?:[#$+>]\s*)?(?:ethtool\s+-S\s+)?(?P<name>[A-Za-z][\w.@-]*)\s*:?\s*$")
+#: the same in one scan of a whole text whose only line break is ``\n`` (``H``: whitespace but
+#: ``\n``): the lines that change the reading (a header, a NIC name) and the counter lines
+_ETH_EVENT = re.compile(
+    rf"^(?:(?P<header>NIC statistics:)|(?:[#$+>]{H}*)?(?:ethtool{H}+-S{H}+)?"
+    rf"(?P<name>[A-Za-z][\w.@-]*){H}*:?){H}*$", re.M)
+_ETH_STAT_LINES = re.compile(rf"^{H}+((?P<name>[\w.\[\]-]+):{H}*(?P<value>\d+)){H}*$", re.M)
 _SLEEP = re.compile(r"(?:^|[\s;&|(])sleep\s+(?P<s>\d+(?:\.\d+)?)s?(?=$|[\s;&|)])", re.M)
 _EPOCH = re.compile(r"^\s*(?P<t>1\d{9}(?:\.\d+)?)\s*$", re.M)
 _UPTIME = re.compile(r"\A\s*(?P<up>\d+(?:\.\d+)?) \d+(?:\.\d+)?\s*$", re.M)
@@ -90,29 +109,37 @@ def parse_perfquery_reads(text: str) -> list[Series]:
     ('port lid3/1', [{'SymbolErrorCounter': 12}])
     """
     heads = list(_PQ_HEADER.finditer(text))
+    counters = _pq_counters_scan if newline_breaks_only(text) else _pq_counters
     series: dict[str, Series] = {}
     for i, h in enumerate(heads):
         end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
         port = h["port"] or "all"
         kind = h["kind"].strip()
         key = f"{kind}|{h['lid']}|{port}"
-        s = series.setdefault(key, Series(key, f"port lid{h['lid']}/{port}",
-                                          meta={"lid": _int(h["lid"]), "port": _int(port),
-                                                "kind": kind}))
+        s = series.get(key)
+        if s is None:
+            s = series[key] = Series(key, f"port lid{h['lid']}/{port}",
+                                     meta={"lid": _int(h["lid"]), "port": _int(port),
+                                           "kind": kind})
         if m := _CAPMASK.search(h["rest"]):
             s.meta["node_type"] = "switch" if int(m[1], 16) & _ALL_PORT_SELECT else "ca"
-        values: dict[str, int] = {}
-        lines: dict[str, str] = {}
-        for line in text[h.end():end].splitlines():
-            if (m := _PQ_COUNTER.match(line.strip())) and re.fullmatch(
-                    r"0x[0-9a-fA-F]+|\d+", m["value"]):
-                if m["name"] in ("PortSelect", "CounterSelect", "CounterSelect2"):
-                    continue
-                values[m["name"]] = int(m["value"], 0)
-                lines[m["name"]] = line.strip()
-        s.reads.append(values)
-        s.lines.append(lines)
+        found = counters(text[h.end():end])
+        s.reads.append({name: int(value, 0) for _, name, value in found})
+        s.lines.append({name: line for line, name, _ in found})
     return list(series.values())
+
+
+def _pq_counters(block: str) -> list[tuple[str, str, str]]:
+    """``(line, name, value)`` of each ``Name:....value`` line of a block whose value is a
+    number (but the select fields), the line stripped."""
+    return [(line, m["name"], m["value"]) for line in map(str.strip, block.splitlines())
+            if (m := _PQ_NUMBER.fullmatch(line)) and m["name"] not in _PQ_SKIP]
+
+
+def _pq_counters_scan(block: str) -> list[tuple[str, str, str]]:
+    """:func:`_pq_counters` in one regex scan, for a block whose only line break is
+    ``\\n``."""
+    return _PQ_COUNTER_LINES.findall(block)
 
 
 def parse_ethtool_reads(text: str) -> list[Series]:
@@ -126,23 +153,56 @@ def parse_ethtool_reads(text: str) -> list[Series]:
     series: dict[str, Series] = {}
     current: Series | None = None
     last_name = ""
+    events = _eth_events_scan if newline_breaks_only(text) else _eth_events
+    for kind, arg in events(text):
+        if kind == "header":
+            name = last_name or (current.key if current is not None else "")
+            last_name = ""
+            current = series.get(name)
+            if current is None:
+                current = series[name] = Series(name, f"nic {name}" if name else "nic")
+            current.reads.append({})
+            current.lines.append({})
+        elif kind == "name":
+            last_name = arg
+        elif current is not None:
+            current.reads[-1].update({name: int(value) for _, name, value in arg})
+            current.lines[-1].update({name: line for line, name, _ in arg})
+    return list(series.values())
+
+
+#: what :func:`parse_ethtool_reads` reads: ``("header", "")``, ``("name", nic)`` or
+#: ``("stats", [(stripped line, counter, value), ...])``
+EthEvent = tuple[str, Any]
+
+
+def _eth_events(text: str) -> Iterator[EthEvent]:
+    """The events of ``text``, line by line."""
     for raw in text.splitlines():
         line = raw.rstrip()
         if _ETH_HEADER.match(line):
-            name = last_name or (current.key if current is not None else "")
-            last_name = ""
-            current = series.setdefault(name, Series(name, f"nic {name}" if name else "nic"))
-            current.reads.append({})
-            current.lines.append({})
-            continue
-        if current is not None and (m := _ETH_STAT.match(line)):
-            current.reads[-1][m["name"]] = int(m["value"])
-            current.lines[-1][m["name"]] = line.strip()
-            continue
-        if line and not line[0].isspace() and (m := _ETH_NAME.match(line)) \
+            yield "header", ""
+        elif m := _ETH_STAT.match(line):
+            yield "stats", [(line.strip(), m["name"], m["value"])]
+        elif line and not line[0].isspace() and (m := _ETH_NAME.match(line)) \
                 and not _SLEEP.search(line):
-            last_name = m["name"]
-    return list(series.values())
+            yield "name", m["name"]
+
+
+def _eth_events_scan(text: str) -> Iterator[EthEvent]:
+    """:func:`_eth_events` in one scan for headers and names, the counter lines between them
+    read at once, for a text whose only line break is ``\\n``."""
+    pos = 0
+    for m in _ETH_EVENT.finditer(text):
+        if stats := _ETH_STAT_LINES.findall(text, pos, m.start()):
+            yield "stats", stats
+        pos = m.end()
+        if m["header"] is not None:
+            yield "header", ""
+        elif not _SLEEP.search(m[0].rstrip()):
+            yield "name", m["name"]
+    if stats := _ETH_STAT_LINES.findall(text, pos):
+        yield "stats", stats
 
 
 def find_window_s(text: str, reads: int = 2) -> float | None:
@@ -170,25 +230,59 @@ def find_window_s(text: str, reads: int = 2) -> float | None:
 # --- judging ----------------------------------------------------------------------------------
 
 
-def counter_entries(catalogue: Catalogue) -> list[tuple[Entry, frozenset[str], list[re.Pattern]]]:
-    """The rate-judged counter entries (``ctr-*`` with ``match.counters``), with their
-    names and name patterns."""
-    out = []
+class CounterTable:
+    """The rate-judged counter entries of one catalogue (``ctr-*`` with ``match.counters`` or
+    ``match.patterns``), in catalogue order, with their names and name patterns; the entry of
+    each counter name is looked up once."""
+
+    #: names remembered at most (a driver prints a few hundred; a cap keeps odd input cheap)
+    MAX_NAMES = 100_000
+
+    def __init__(self, rows: Sequence[tuple[Entry, frozenset[str], list[re.Pattern]]]):
+        self.rows = tuple(rows)
+        self._by_name: dict[str, Entry | None] = {}
+
+    def __iter__(self) -> Iterator[tuple[Entry, frozenset[str], list[re.Pattern]]]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def entry_for(self, name: str) -> Entry | None:
+        """The first entry naming ``name`` or with a pattern matching all of it."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            pass
+        found = None
+        for e, names, patterns in self.rows:
+            if name in names or any(p.fullmatch(name) for p in patterns):
+                found = e
+                break
+        if len(self._by_name) < self.MAX_NAMES:
+            self._by_name[name] = found
+        return found
+
+
+def _counter_table(catalogue: Catalogue) -> CounterTable:
+    rows = []
     for e in catalogue.with_prefix("ctr-"):
         names = e.match.get("counters") or []
         patterns = [re.compile(p) for p in e.match.get("patterns") or []]
         if names or patterns:
-            out.append((e, frozenset(names), patterns))
-    return out
+            rows.append((e, frozenset(names), patterns))
+    return CounterTable(rows)
 
 
-def entry_for(name: str, table: Sequence[tuple[Entry, frozenset[str], list[re.Pattern]]]
-              ) -> Entry | None:
+def counter_entries(catalogue: Catalogue) -> CounterTable:
+    """The rate-judged counter entries (``ctr-*`` with ``match.counters``), with their
+    names and name patterns (built once per catalogue)."""
+    return catalogue.derived(_counter_table)
+
+
+def entry_for(name: str, table: CounterTable) -> Entry | None:
     """The counter entry that judges ``name`` (None: recorded, not judged)."""
-    for e, names, patterns in table:
-        if name in names or any(p.fullmatch(name) for p in patterns):
-            return e
-    return None
+    return table.entry_for(name)
 
 
 def _lower(a: str, b: str) -> str:
@@ -222,9 +316,14 @@ def grade_rate(entry: Entry, delta: int, rate_per_h: float) -> str:
 def _saturated(name: str, value: int, entry: Entry) -> bool:
     """At all ones, for a counter whose growth matters (a saturated congestion counter such
     as a 32-bit ``PortXmitWait`` on a busy port is normal)."""
-    bits = IB_COUNTER_BITS.get(name)
     judged = entry.severity != INFO and entry.params.get("lifetime_severity", WARN) != INFO
-    return judged and bits is not None and value == (1 << bits) - 1
+    return judged and _at_max(name, value)
+
+
+def _at_max(name: str, value: int) -> bool:
+    """``value`` is all ones for a counter of known width."""
+    bits = IB_COUNTER_BITS.get(name)
+    return bits is not None and value == (1 << bits) - 1
 
 
 def uptime_from_text(text: str) -> float | None:
@@ -277,8 +376,7 @@ def _judge_lifetime(s: Series, table, catalogue: Catalogue, uptime_s: float | No
     out = []
     read, lines = s.reads[0], s.lines[0]
     for name, value in read.items():
-        e = entry_for(name, table)
-        if e is None or value <= 0:
+        if value <= 0 or (e := entry_for(name, table)) is None:
             continue
         sev = _lower(str(e.params.get("lifetime_severity", WARN)), _lower(WARN, e.severity))
         if uptime_s:
@@ -307,11 +405,14 @@ def _judge_growth(s: Series, table, catalogue: Catalogue, window_s: float | None
     first, last, lines = s.reads[0], s.reads[-1], s.lines[-1]
     out: list[Finding] = []
     unknown: list[str] = []
-    for name in last:
-        e = entry_for(name, table)
-        if e is None or name not in first:
+    for name, value in last.items():
+        if name not in first:
             continue
-        delta = last[name] - first[name]
+        delta = value - first[name]
+        if delta == 0 and not _at_max(name, value):  # the usual case: nothing to say
+            continue
+        if (e := entry_for(name, table)) is None:
+            continue
         if delta < 0:
             out.append(catalogue.finding(
                 "ctr-counter-reset", part=s.part, line=lines.get(name, ""),
@@ -367,6 +468,7 @@ def _limits(e: Entry, *, fault: bool = True) -> str:
     return out
 
 
+@lru_cache(maxsize=4096)
 def fact_name(counter: str) -> str:
     """The fact key of a perfquery counter (``symbol_errors``, ``xmit_data``).
 
@@ -376,7 +478,7 @@ def fact_name(counter: str) -> str:
     if counter in _FACT_NAMES:
         return _FACT_NAMES[counter]
     base = counter.removeprefix("Port") or counter
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", base).lower()
+    return _CAMEL.sub("_", base).lower()
 
 
 def _int(text: str) -> int | str:

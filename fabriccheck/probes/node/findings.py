@@ -1,6 +1,6 @@
 """A finding (one thing node-local evidence says, with its severity) and a tool output's report.
 
-Severities (DESIGN.md "Words"): ``fault`` the node (or the named GPU/NIC) must not run jobs,
+Severities (docs/design.md "Words"): ``fault`` the node (or the named GPU/NIC) must not run jobs,
 ``warn`` jobs may run but someone should look (listed, recorded, counted for lemons), ``info``
 recorded only. A report's ``node_verdict`` is its worst finding: ``fault``, ``warn`` or
 ``healthy`` (info findings and none at all); an output that stops early is at least a warn
@@ -84,7 +84,7 @@ class NodeReport:
         return [f for f in self.findings if f.severity == severity]
 
     def to_json(self) -> dict[str, Any]:
-        """The ``parse --json`` contract for a node-local tool (DESIGN.md "Parse")."""
+        """The ``parse --json`` contract for a node-local tool (docs/design.md "Parse")."""
         return {"tool": self.tool, "status": "ok" if self.complete else "incomplete",
                 "reason": self.reason, "node_verdict": self.node_verdict,
                 "findings": [f.to_json() for f in self.findings], "facts": self.facts,

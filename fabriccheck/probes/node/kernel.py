@@ -116,10 +116,15 @@ def _phrases(words: tuple[str, ...], regex: str = "") -> re.Pattern[str]:
 
 
 class _Rules:
-    """The ``match.text`` phrases of the catalogue's ``kern-*`` entries, compiled once."""
+    """The ``match.text`` phrases of the catalogue's ``kern-*`` entries, compiled once per
+    catalogue (:func:`_rules`)."""
+
+    #: messages remembered at most by :meth:`first` (a fleet's logs repeat a few hundred)
+    MEMO = 8_000
 
     def __init__(self, cat: Catalogue) -> None:
         self.cat = cat
+        self._first: dict[tuple[str, ...], dict[str, str | None]] = {}
         self.rx: dict[str, re.Pattern[str]] = {}
         for e in cat.with_prefix("kern-"):
             text = e.match.get("text", ())
@@ -134,6 +139,22 @@ class _Rules:
     def has(self, check: str, msg: str) -> bool:
         rx = self.rx.get(check)
         return bool(rx and rx.search(msg))
+
+    def first(self, checks: tuple[str, ...], msg: str) -> str | None:
+        """The first of ``checks`` whose phrases ``msg`` holds (None: none); remembered per
+        message, as the same driver lines recur on every node."""
+        seen = self._first.setdefault(checks, {})
+        if msg in seen:
+            return seen[msg]
+        found = next((c for c in checks if self.has(c, msg)), None)
+        if len(seen) < self.MEMO:
+            seen[msg] = found
+        return found
+
+
+def _rules(cat: Catalogue) -> _Rules:
+    """The rules of ``cat`` (built once per catalogue)."""
+    return cat.derived(_Rules)
 
 
 @dataclass(frozen=True)
@@ -183,9 +204,18 @@ def _gpu(pci: str) -> str:
     return f"gpu {pci if '.' in pci else pci + '.0'}"
 
 
+@lru_cache(maxsize=64)
+def _zone(tz: str) -> timezone:
+    """The zone of a stamp's ``Z`` / ``+01:00`` / ``-0500``."""
+    off = timedelta(0) if tz == "Z" else (
+        (1 if tz[0] == "+" else -1) * timedelta(hours=int(tz[1:3]), minutes=int(tz[-2:])))
+    return timezone(off)
+
+
 def _parse_prefix(line: str) -> tuple[_Stamp, str, bool, bool]:
-    """The line's stamp, its message, whether it is stamped as a kernel line, and whether it is
-    another program's line of a syslog (not judged)."""
+    """The line's stamp (``_NO_STAMP`` itself when it has none), its message, whether it is
+    stamped as a kernel line, and whether it is another program's line of a syslog (not
+    judged)."""
     m = _PREFIX.match(line)
     msg = line[m.end():]
     if m.end() == 0:
@@ -196,33 +226,31 @@ def _parse_prefix(line: str) -> tuple[_Stamp, str, bool, bool]:
     tagged = bool(tag)
     kernelish = tagged or bool(dec or up1 or ctime or rel)
     other = False
-    stamp = _Stamp(up=up)
+    when: datetime | None = None
+    year_less: tuple[int, int, int, int, int, int] | None = None
     if iso:
-        g = m.groupdict()
-        tz = g["tz"] or "Z"
-        off = timedelta(0) if tz == "Z" else (
-            (1 if tz[0] == "+" else -1) * timedelta(hours=int(tz[1:3]), minutes=int(tz[-2:])))
-        us = int((g["frac"][1:] + "000000")[:6]) if g["frac"] else 0
-        when = datetime(int(g["y"]), int(g["mo"]), int(g["d"]), int(g["h"]), int(g["mi"]),
-                        int(g["s"]), us, tzinfo=timezone(off)).astimezone(_UTC)
-        stamp = _Stamp(abs=when, up=up)
-        comma = bool(g["frac"] and g["frac"][0] == ",")
+        y, mo, d, h, mi, s, frac, tz = m.group("y", "mo", "d", "h", "mi", "s", "frac", "tz")
+        us = int((frac[1:] + "000000")[:6]) if frac else 0
+        when = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), us,
+                        tzinfo=_zone(tz or "Z")).astimezone(_UTC)
+        comma = bool(frac and frac[0] == ",")
         kernelish = kernelish or comma
         other = not tagged and not comma and bool(_OTHER_PROGRAM.match(msg))
     elif ctime:
         mon, day, tod, year = m.group("cmon", "cday", "ctod", "cyear")
         h, mi, s = map(int, tod.split(":"))
-        stamp = _Stamp(abs=datetime(int(year), _MONTHS.get(mon, 1), int(day), h, mi, s,
-                                    tzinfo=_UTC), up=up)
+        when = datetime(int(year), _MONTHS.get(mon, 1), int(day), h, mi, s, tzinfo=_UTC)
     elif full:
-        stamp = _Stamp(abs=datetime.fromisoformat(full).replace(tzinfo=_UTC), up=up)
+        when = datetime.fromisoformat(full).replace(tzinfo=_UTC)
         other = not tagged
     elif bsd:
         mon, day, tod, frac = m.group("bmon", "bday", "btod", "bfrac")
         h, mi, s = map(int, tod.split(":"))
         us = int((frac[1:] + "000000")[:6]) if frac else 0
-        stamp = _Stamp(up=up, bsd=(_MONTHS.get(mon, 1), int(day), h, mi, s, us))
+        year_less = (_MONTHS.get(mon, 1), int(day), h, mi, s, us)
         other = not tagged
+    stamp = _NO_STAMP if when is None and up is None and year_less is None else _Stamp(
+        when, up, year_less)
     return stamp, msg, kernelish, other
 
 
@@ -317,13 +345,15 @@ def _nvrm_events(ln: _Line, scan: _Scan) -> list[_Event]:
             part = scan.lost_gpu[0]
         return scan.event("kern-nvrm-fallen-off-bus", part,
                           f"{part} has fallen off the bus (the driver's report)", ln)
-    for check in ("kern-nvrm-init-failed", "kern-nvrm-gsp-rate-limited",
-                  "kern-peermem-invalid-context"):
-        if scan.rules.has(check, msg):
-            part = "node" if check == "kern-peermem-invalid-context" else gpu_part()
-            what = scan.rules.cat.entry(check).what
-            return scan.event(check, part, what if part == "node" else f"{part}: {what}", ln)
+    if check := scan.rules.first(_NVRM_ORDER, msg):
+        part = "node" if check == "kern-peermem-invalid-context" else gpu_part()
+        what = scan.rules.cat.entry(check).what
+        return scan.event(check, part, what if part == "node" else f"{part}: {what}", ln)
     return []
+
+
+_NVRM_ORDER = ("kern-nvrm-init-failed", "kern-nvrm-gsp-rate-limited",
+               "kern-peermem-invalid-context")
 
 
 _MLX5_ORDER = ("kern-mlx5-cmd-failed", "kern-mlx5-cmd-recovered", "kern-mlx5-cmd-timeout",
@@ -338,14 +368,12 @@ def _mlx5_events(ln: _Line, scan: _Scan) -> list[_Event]:
     d = _MLX5_DEV.search(msg)
     nic = (d["bdf"] or d["ca"]) if d else "mlx5"
     scan.devices.add(nic)
-    if fw := _FIRMWARE.search(msg):
+    if "firmware version: " in msg and (fw := _FIRMWARE.search(msg)):
         scan.fw.add(fw[1])
         return []
     if _DUMP.search(msg) and order - scan.health_at.get(nic, -99) <= 40:
         return []  # a line of the health buffer dump its header already judged
-    for check in _MLX5_ORDER:
-        if not rules.has(check, msg):
-            continue
+    if check := rules.first(_MLX5_ORDER, msg):
         entry = rules.cat.entry(check)
         [ev] = scan.event(check, f"nic {nic}", f"nic {nic}: {entry.what}", ln)
         if check in ("kern-mlx5-health-issue", "kern-mlx5-health"):
@@ -420,21 +448,20 @@ def _pcie_events(ln: _Line, scan: _Scan) -> list[_Event]:
 #: a user process's "traps: ... general protection fault" is a segfault, not a kernel oops
 _HOST_ORDER = ("kern-edac-uncorrected", "kern-edac-corrected", "kern-mce", "kern-cpu-lockup",
                "kern-hung-task", "kern-oom", "kern-segfault", "kern-oops")
+_HOST_NO_EDAC = tuple(c for c in _HOST_ORDER if not c.startswith("kern-edac"))
 
 
 def _host_events(ln: _Line, scan: _Scan) -> list[_Event]:
-    """Host memory, CPU and process lines (the node's, not a GPU's or NIC's)."""
-    for check in _HOST_ORDER:
-        if check.startswith("kern-edac") and "EDAC" not in ln.msg:
-            continue
-        if scan.rules.has(check, ln.msg):
-            return scan.event(check, "node", scan.rules.cat.entry(check).what, ln)
+    """Host memory, CPU and process lines (the node's, not a GPU's or NIC's); the EDAC entries
+    judge only lines that say ``EDAC``."""
+    if check := scan.rules.first(_HOST_ORDER if "EDAC" in ln.msg else _HOST_NO_EDAC, ln.msg):
+        return scan.event(check, "node", scan.rules.cat.entry(check).what, ln)
     return []
 
 
 def _facts_line(msg: str, scan: _Scan, order: int) -> None:
     """Boot boundaries and ids, the kernel, hardware and driver versions."""
-    if b := _BOOT.search(msg):
+    if (msg.startswith("-- ") or "_BOOT_ID=" in msg) and (b := _BOOT.search(msg)):
         boot_id = b["id"] or b["id2"]
         if not b["id2"] or (scan.boot_id and boot_id != scan.boot_id):
             scan.boots.append(order)
@@ -442,11 +469,11 @@ def _facts_line(msg: str, scan: _Scan, order: int) -> None:
     elif "Linux version" in msg and (k := _KERNEL.search(msg)):
         scan.facts.setdefault("kernel", k[1])
         scan.boots.append(order)
-    elif (k := _KERNEL.search(msg)) and k[2]:
+    elif ("Not tainted" in msg or "Tainted: " in msg) and (k := _KERNEL.search(msg)) and k[2]:
         scan.facts.setdefault("kernel", k[2])
-    elif h := _HARDWARE.search(msg):
+    elif "Hardware name: " in msg and (h := _HARDWARE.search(msg)):
         scan.facts.setdefault("hardware", h[1].strip())
-    elif d := _DRIVER.search(msg):
+    elif "NVRM: loading" in msg and (d := _DRIVER.search(msg)):
         scan.facts.setdefault("nvidia_driver", d[1])
 
 
@@ -470,7 +497,7 @@ def _classify(ln: _Line, scan: _Scan) -> list[_Event]:
 def _judge_line(ln: _Line, scan: _Scan) -> list[_Event]:
     """The events of one hot line (none for a context or facts line)."""
     msg = ln.msg
-    if m := _XID.search(msg):
+    if "Xid" in msg and (m := _XID.search(msg)):
         if not (ln.last and not m["comma"]):
             return _xid_events(m, ln, scan)
     if ln.last and "Xid" in msg:
@@ -484,7 +511,8 @@ def _judge_line(ln: _Line, scan: _Scan) -> list[_Event]:
         return ev
     if "PCIe Bus Error" in msg or "DPC: " in msg:
         return _pcie_events(ln, scan)
-    if (w := _WATCHDOG.search(msg)) and scan.rules.has("kern-nic-tx-timeout", msg):
+    if "NETDEV WATCHDOG: " in msg and (w := _WATCHDOG.search(msg)) \
+            and scan.rules.has("kern-nic-tx-timeout", msg):
         what = f"nic {w['dev']}: {scan.rules.cat.entry('kern-nic-tx-timeout').what}"
         return scan.event("kern-nic-tx-timeout", f"nic {w['dev']}", what, ln)
     if ev := _host_events(ln, scan):
@@ -526,7 +554,7 @@ def _scan(text: str, rules: _Rules, used: frozenset[str] | None) -> _Scan:
     scan = _Scan(rules, used)
     for order, (start, line, last) in enumerate(_lines(text)):
         stamp, msg, kernelish, other = _parse_prefix(line.lstrip(" \t"))
-        if stamp == _Stamp() and not kernelish:  # a continuation line: its record's stamp
+        if stamp is _NO_STAMP and not kernelish:  # a continuation line: its record's stamp
             stamp = _stamp_before(text, start)
         if not other:
             scan.events += _classify(_Line(line, msg, stamp, order, last), scan)
@@ -723,7 +751,7 @@ def judge_kernel_log(text: str, catalogue: Catalogue, context: Any) -> NodeRepor
     ('fault', 'gpu 0000:18:00.0', [79])
     """
     text = strip_source_line(text)
-    rules = _Rules(catalogue)
+    rules = _rules(catalogue)
     used = getattr(context, "used_ports", None)
     scan = _scan(text, rules, used)
     last, cut = _last_stamp(text)

@@ -151,7 +151,22 @@ def parse_lspci(text: str) -> list[Device]:
 
 def classify(d: Device, catalogue: Catalogue) -> str:
     """``gpu``, ``nic`` or ``other`` by the ``match`` of ``pcie-gpu-width`` and
-    ``pcie-nic-width``."""
+    ``pcie-nic-width`` (remembered per catalogue by class and description)."""
+    memo = catalogue.derived(_classified)
+    kind = memo.get((d.cls, d.desc))
+    if kind is None:
+        kind = _classify(d, catalogue)
+        if len(memo) < 10_000:  # a few dozen models in practice
+            memo[d.cls, d.desc] = kind
+    return kind
+
+
+def _classified(_: Catalogue) -> dict[tuple[str, str], str]:
+    """A catalogue's :func:`classify` answers by (class, description), filled as asked."""
+    return {}
+
+
+def _classify(d: Device, catalogue: Catalogue) -> str:
     g = catalogue.entry("pcie-gpu-width").match
     if d.cls in g.get("classes", []) and any(d.desc.startswith(v) for v in g.get("vendors", [])):
         return GPU

@@ -16,11 +16,17 @@ from collections import Counter
 
 from fabriccheck.probes.node.catalogue import Catalogue
 from fabriccheck.probes.node.findings import Finding, NodeReport
+from fabriccheck.probes.node.lines import H, newline_breaks_only
 from fabriccheck.probes.node.smi_query import MESSAGE, message_findings
 
 _GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Za-z-]+)\)\s*$")
 _LINK = re.compile(r"^\s*Link (\d+): (?:(\d+(?:\.\d+)?) GB/s|<inactive>)\s*$")
 _ALL_OFF = re.compile(r"all links are inactive", re.I)
+#: the GPU and link lines of a whole text in one scan (when its only line break is ``\n``):
+#: (index, product, uuid, link, GB/s)
+_GPU_OR_LINK = re.compile(
+    rf"^(?:GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Za-z-]+)\)"
+    rf"|{H}*Link (\d+): (?:(\d+(?:\.\d+)?) GB/s|<inactive>)){H}*$", re.M)
 
 
 def looks_like_nvlink(text: str) -> bool:
@@ -49,6 +55,9 @@ def parse_nvlink(text: str) -> list[dict]:
     >>> parse_nvlink("GPU 3: V100 (UUID: GPU-3)\\n  Link 0: 25.781 GB/s\\n  Link 1: <inactive>\\n")
     [{'index': 3, 'product': 'V100', 'links': {0: 25.781, 1: None}, 'all_off': False}]
     """
+    if newline_breaks_only(text) and text.isascii() and "all links are inactive" not in \
+            text.lower():  # (beyond ASCII, re's case folding: read line by line)
+        return _parse_scan(text)
     gpus: list[dict] = []
     for ln in text.splitlines():
         if m := _GPU.match(ln):
@@ -60,9 +69,34 @@ def parse_nvlink(text: str) -> list[dict]:
     return gpus
 
 
+def _parse_scan(text: str) -> list[dict]:
+    """:func:`parse_nvlink` in one scan, for a text split at ``\\n`` only and without
+    ``all links are inactive``."""
+    gpus: list[dict] = []
+    for index, product, _uuid, link, speed in _GPU_OR_LINK.findall(text):
+        if index:
+            gpus.append({"index": int(index), "product": product, "links": {},
+                         "all_off": False})
+        elif gpus:
+            gpus[-1]["links"][int(link)] = float(speed) if speed else None
+    return gpus
+
+
 def _model_links(cat: Catalogue, product: str) -> int | None:
-    table = cat.param("gpu-nvlink-missing-links", "links_by_product", {}) or {}
-    return next((int(n) for pat, n in table.items() if re.search(pat, product)), None)
+    """The links ``product`` has by the catalogue's ``links_by_product`` (remembered per
+    catalogue and product)."""
+    memo = cat.derived(_links_by_product)
+    if product not in memo:
+        table = cat.param("gpu-nvlink-missing-links", "links_by_product", {}) or {}
+        found = next((int(n) for pat, n in table.items() if re.search(pat, product)), None)
+        if len(memo) >= 1024:  # a handful of models in practice
+            return found
+        memo[product] = found
+    return memo[product]
+
+
+def _links_by_product(_: Catalogue) -> dict[str, int | None]:
+    return {}
 
 
 def _speed(value: float) -> str:

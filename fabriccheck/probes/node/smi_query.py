@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import pairwise
 
 from fabriccheck.probes.node.catalogue import Catalogue
 from fabriccheck.probes.node.findings import Finding, NodeReport
+from fabriccheck.probes.node.lines import last_line_open, stripped_lines
 
 _NUM = re.compile(r"-?\d+")
 #: ``Clocks Event Reasons`` lines (lower-cased, as text -q prints them) -> canonical name
@@ -28,6 +31,7 @@ EVENT_NAMES = {
 _NOT_SET = (None, "", "N/A", "None", "Not Supported")
 
 
+@lru_cache(maxsize=4096)  # field values repeat ("0", "N/A", "16x") on every GPU of every node
 def num(value: str | None) -> int | None:
     """The first integer in a field value (``86 MHz``, ``16x``, ``-8 C``); None for ``N/A``.
 
@@ -38,6 +42,7 @@ def num(value: str | None) -> int | None:
     return int(m[0]) if m else None
 
 
+@lru_cache(maxsize=1024)
 def yes(value: str | None) -> bool | None:
     """``Yes``/``No`` (and ``True``/``False``) as a bool; None for ``N/A`` or nothing.
 
@@ -125,6 +130,22 @@ def _gpu_part(token: str) -> str:
     return f"gpu {token}" if re.fullmatch(_BUS, token) else "node"
 
 
+#: words every message line holds (lower-cased): a text with none of them has no message
+_MESSAGE_WORDS = ("inforom is corrupted", "unable to determine the device handle",
+                  "nvidia-smi has failed", "failed to initialize nvml",
+                  "driver/library version mismatch", "no devices were found", "gpu is lost",
+                  "fallen off the bus")
+
+
+def _may_hold_message(text: str) -> bool:
+    """False when no line of ``text`` can be one of the messages (read in one pass, not line
+    by line); beyond ASCII the patterns' case folding is re's own: True, read every line."""
+    if not text.isascii():
+        return True
+    low = text.lower()
+    return any(w in low for w in _MESSAGE_WORDS)
+
+
 def message_findings(text: str, cat: Catalogue) -> list[Finding]:
     """Findings for the messages nvidia-smi prints about a broken GPU or driver (any mode).
 
@@ -134,6 +155,8 @@ def message_findings(text: str, cat: Catalogue) -> list[Finding]:
     ['gpu 0008:00:00.0']
     """
     out: list[Finding] = []
+    if not _may_hold_message(text):
+        return out
     for raw in text.splitlines():
         line = raw.strip()
         if not line or len(line) > 400:
@@ -394,75 +417,125 @@ class _Section:
     mig: list[dict[tuple[str, ...], str]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (key, line) ERR!/Unknown
     dangling: bool = False  # the last line is a block header with nothing under it
+    #: :attr:`values` by the path of their block (``()`` the top level), by their last key
+    kids: dict[tuple[str, ...], dict[str, tuple[str, str]]] = field(
+        default_factory=lambda: {(): {}}, repr=False, compare=False)
+
+    def block(self, keys: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+        """The values of block ``keys`` (made empty on first use)."""
+        return self.kids.setdefault(keys, {})
+
+    def children(self, prefix: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+        """The values one level under ``prefix``, by their last key, in output order."""
+        return dict(self.kids.get(prefix, {}))
+
+    def has_values_under(self, key: str) -> bool:
+        """Some value's path starts with the top-level key ``key``."""
+        if key in self.kids[()]:
+            return True
+        return any(p and p[0] == key and kids for p, kids in self.kids.items())
+
+
+def _field(line: str) -> tuple[str, str] | None:
+    """``(key, value)`` of a stripped ``Key : value`` line: the key up to the first colon
+    (trailing blanks dropped, never empty), the value after it less one leading blank; None
+    without a colon.
+
+    >>> _field("Bus Id  : 00000000:18:00.0"), _field("Pending :"), _field("PCI")
+    (('Bus Id', '00000000:18:00.0'), ('Pending', ''), None)
+    """
+    key, colon, rest = line.partition(":")
+    if not (colon and key):
+        return None
+    return key.rstrip(), rest[1:] if rest[:1].isspace() else rest
 
 
 def _sections(text: str) -> tuple[dict[str, str], list[_Section]]:
     """The header fields (lower-cased keys) and the GPU sections of ``-q`` text."""
+    lines = stripped_lines(text, tabsize=4)
+    starts = [n for n, (blanks, line) in enumerate(lines)
+              if not blanks and line.startswith("GPU ") and _SECTION.match(line)]
     header: dict[str, str] = {}
-    sections: list[_Section] = []
-    cur: _Section | None = None
-    path: list[tuple[int, str]] = []
-    last_header = False
-    raws = text.splitlines()
+    for _, line in lines[:starts[0] if starts else len(lines)]:
+        if (f := _field(line)) and f[0].lower() in _HEAD_KEYS:
+            header[f[0].lower()] = f[1]
     # a last line without its newline may be cut mid-value ("Status : Succ"): never judged
-    cut_at = len(raws) - 1 if raws and not text.endswith("\n") else -1
-    for n, raw in enumerate(raws):
-        line = raw.expandtabs(4).rstrip()
-        if not line.strip():
-            continue
-        m = _SECTION.match(line)
-        if m:
-            cur, path, last_header = _Section(m[1]), [], False
-            sections.append(cur)
-            continue
-        f = _FIELD.match(line.strip())
-        if cur is None:
-            if f and f[1].lower() in _HEAD_KEYS:
-                header[f[1].lower()] = f[2]
-            continue
-        indent = len(line) - len(line.lstrip())
-        if indent == 0:  # not a field: a message (judged apart) or a prompt
-            continue
-        while path and path[-1][0] >= indent:
-            path.pop()
-        key = (f[1] if f else line.strip()).strip().lower()
-        keys = tuple(k for _, k in path) + (key,)
-        if indent <= 4 and key not in cur.top:
-            cur.top.append(key)
-        if keys[0] not in ("processes", "mig device") or len(keys) == 1:
-            cur.order.append(keys)
-        if not f or f[2] == "":
-            if key == "mig device" and indent <= 4:
-                cur.mig.append({})
-            path.append((indent, key))
-            last_header = True
-            continue
-        last_header = False
-        if keys[0] == "processes":
-            continue
-        if keys[0] == "mig device" and cur.mig:
-            cur.mig[-1][keys[1:]] = f[2]
-            continue
-        if n == cut_at:
-            continue
-        cur.values.setdefault(keys, (f[2], line.strip()))
-        if f[2] == "ERR!" or "Unknown Error" in f[2]:
-            cur.errors.append((f[1].strip(), line.strip()))
-    if cur is not None:
-        cur.dangling = last_header
+    cut_at = len(lines) - 1 if last_line_open(text) else -1
+    # values to look at for errors ("Unknown", not "Unknown Error": tabs become blanks)
+    may_err = "ERR!" in text or "Unknown" in text
+    sections: list[_Section] = []
+    dangling = False
+    for start, end in pairwise([*starts, len(lines)]):
+        sec = _Section(_SECTION.match(lines[start][1])[1])
+        dangling = _read_section(sec, lines[start + 1:end], cut_at - start - 1, may_err)
+        sections.append(sec)
+    if sections:
+        sections[-1].dangling = dangling
     return header, sections
 
 
-def _children(sec: _Section, prefix: tuple[str, ...]) -> dict[str, tuple[str, str]]:
-    n = len(prefix)
-    return {k[n]: v for k, v in sec.values.items() if len(k) == n + 1 and k[:n] == prefix}
+def _read_section(sec: _Section, lines: list[tuple[str, str]], cut: int, may_err: bool
+                  ) -> bool:
+    """Read the lines of one GPU section into ``sec`` (``cut``: the index of a line whose
+    value is not kept; ``may_err``: look for ``ERR!`` values); whether its last line opens a
+    block."""
+    path: list[tuple[int, tuple[str, ...], dict, bool]] = []  # the open blocks, innermost last
+    # the innermost block: its indent, key path, values by key, and whether it is under
+    # ``Processes`` or ``MIG Device`` (at the top level: -1, (), the top-level values, False)
+    depth, prefix, block, hidden = -1, (), sec.kids[()], False
+    top_seen: set[str] = set()
+    order, values = sec.order, sec.values
+    last_header = False
+    for n, (blanks, line) in enumerate(lines):
+        indent = len(blanks)
+        if indent == 0:  # not a field: a message (judged apart) or a prompt
+            continue
+        if depth >= indent:
+            while path and path[-1][0] >= indent:
+                path.pop()
+            depth, prefix, block, hidden = path[-1] if path else (-1, (), sec.kids[()], False)
+        name, colon, rest = line.partition(":")  # _field, inline: this runs for every line
+        if colon and name:
+            name = name.rstrip()
+            key, value = name.lower(), rest[1:] if rest[:1].isspace() else rest
+        else:
+            key, value = line.lower(), ""
+        keys = prefix + (key,)
+        if indent <= 4 and key not in top_seen:
+            top_seen.add(key)
+            sec.top.append(key)
+        if not hidden:
+            order.append(keys)
+        if not value:  # a block header (or a line that is not a field)
+            if key == "mig device" and indent <= 4:
+                sec.mig.append({})
+            if not prefix:
+                hidden = key in ("processes", "mig device")
+            depth, prefix, block = indent, keys, sec.block(keys)
+            path.append((depth, prefix, block, hidden))
+            last_header = True
+            continue
+        last_header = False
+        if hidden or not prefix:  # (a top-level value is its own block)
+            if keys[0] == "processes":
+                continue
+            if keys[0] == "mig device" and sec.mig:
+                sec.mig[-1][keys[1:]] = value
+                continue
+        if n == cut:
+            continue
+        if key not in block:
+            block[key] = values[keys] = (value, line)
+        if may_err and (value == "ERR!" or "Unknown Error" in value):
+            sec.errors.append((name, line))
+    return last_header
 
 
 def _ecc(g: GpuState, sec: _Section, kind: str) -> None:
     """Volatile or aggregate ECC counts: ``Double Bit``/``Single Bit`` totals (older drivers)
     or the sum of the ``... Uncorrectable`` / ``... Correctable`` lines."""
     base = ("ecc errors", kind)
-    kids = _children(sec, base)
+    kids = sec.children(base)
     dbe = sec.values.get(base + ("double bit", "total"))
     sbe = sec.values.get(base + ("single bit", "total"))
     if dbe or sbe:
@@ -512,22 +585,22 @@ def _state(sec: _Section) -> GpuState:
     for key in ("channel repair pending", "tpc repair pending", "unrepairable memory"):
         if yes(keep(key, "ecc errors", key)):
             g.repair_pending.append(key)
-    if ("remapped rows",) in v or any(k[0] == "remapped rows" for k in v):
+    if sec.has_values_under("remapped rows"):
         g.remap_present = True
         g.remap_corr = num(get("remapped rows", "correctable error"))
         g.remap_unc = num(get("remapped rows", "uncorrectable error"))
         g.remap_pending = yes(keep("remap_pending", "remapped rows", "pending"))
         g.remap_failure = yes(keep("remap_failure", "remapped rows", "remapping failure occurred"))
-        hist = _children(sec, ("remapped rows", "bank remap availability histogram"))
+        hist = sec.children(("remapped rows", "bank remap availability histogram"))
         g.bank_hist = {k: n for k, (val, _) in hist.items() if (n := num(val)) is not None}
-    if any(k[0] == "retired pages" for k in v):
+    if sec.has_values_under("retired pages"):
         g.retired_present = True
         g.retired_sbe = num(get("retired pages", "single bit ecc"))
         g.retired_dbe = num(get("retired pages", "double bit ecc"))
         g.retired_pending = yes(keep("retired_pending", "retired pages", "pending page blacklist")
                                 or keep("retired_pending", "retired pages", "pending"))
     for block in ("clocks event reasons", "clocks throttle reasons"):
-        for k, (val, line) in _children(sec, (block,)).items():
+        for k, (val, line) in sec.children((block,)).items():
             name = EVENT_NAMES.get(k)
             if name:
                 g.events[name] = val.strip().lower() == "active"
