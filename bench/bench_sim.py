@@ -6,6 +6,13 @@ cached), as wall and CPU seconds (CPU time is what one core spends; the machine 
 plus flows and output size.
 Run: ``.venv/bin/python bench/bench_sim.py [--sizes 16,128] [--fabric infiniband]
 [--probe ib_write_bw]`` (ib_write_bw: one test per rail and pair, N × 4 tests a round).
+
+With ``--parts ib-rail-1024,ib-rail-4096`` (bundled topologies) also a per-part table
+(``--parts-only``: that table alone, on those two by default): the simulator's CPU seconds for
+the sweep's preflight round (every built-in level-1 signal on every node and NIC, as the
+planner writes them), its closing counter re-read (``port-errors`` again), an ib_write_bw pair
+round (N × 4 tests, every route new), the same round again (routes cached) and an nccl pair
+round over 8 rails (N/2 tests, 16 flows each), plus µs per test.
 """
 
 from __future__ import annotations
@@ -56,8 +63,19 @@ def main() -> None:
     ap.add_argument("--sizes", default="16,128,1024,4096")
     ap.add_argument("--fabric", default="infiniband,roce")
     ap.add_argument("--probe", default="nccl", choices=("nccl", "ib_write_bw"))
+    ap.add_argument("--parts", default="",
+                    help="bundled topologies of a per-part table, e.g. ib-rail-1024,ib-rail-4096")
+    ap.add_argument("--parts-only", action="store_true", help="only the per-part table")
     args = ap.parse_args()
     faults = FaultSet.from_dict({"noise": {"jitter": 0.03, "glitch_rate": 0.01}})
+    if not args.parts_only:
+        round_table(args, faults)
+    parts = args.parts or ("ib-rail-1024,ib-rail-4096" if args.parts_only else "")
+    if parts:
+        parts_table([t for t in parts.split(",") if t], faults)
+
+
+def round_table(args, faults: FaultSet) -> None:
     print(f"{'fabric':<11} {'nodes':>6} {'tests':>6} {'flows':>7} {'r1_wall':>8} {'r1_cpu':>7} "
           f"{'r2_cpu':>7} {'r3_cpu':>7} {'MB_text':>8}")
     for kind in args.fabric.split(","):
@@ -77,6 +95,47 @@ def main() -> None:
             flows = sum(len(t.flows) for t in r1)
             print(f"{kind:<11} {n:>6} {len(r1):>6} {flows:>7} {w1 - w0:>8.3f} {c1 - c0:>7.3f} "
                   f"{c2 - c1:>7.3f} {c3 - c2:>7.3f} {mb:>8.2f}")
+
+
+def preflight_tests(topo, spec, round_no: int, only: str | None = None) -> list[Test]:
+    """The sweep's preflight round as the planner writes it (built-in level-1 signals)."""
+    from fabriccheck.planning.preflight import run_signals
+    from fabriccheck.planning.signal_rounds import plan_signal_tests
+    from fabriccheck.policy import SweepPolicy
+    from fabriccheck.topology.view import FabricView
+
+    nodes = sorted(topo.nodes)
+    signals, _ = run_signals(spec, topo, nodes, SweepPolicy(mode="sweep"))
+    level1 = [s for s in signals if s.level == 1 and (only is None or s.name == only)]
+    return plan_signal_tests(level1, nodes, FabricView(topo), round_no, spec.gpus_per_node or 8)
+
+
+def parts_table(names: list[str], faults: FaultSet) -> None:
+    """CPU seconds of the simulator per part of a sweep, on bundled topologies."""
+    from fabriccheck.specs import resolve_spec
+    from fabriccheck.topology import load_topology
+
+    print()
+    print(f"{'topology':<14} {'part':<22} {'tests':>7} {'cpu_s':>7} {'us/test':>8} {'MB_text':>8}")
+    for name in names:
+        topo = load_topology(name)
+        spec = resolve_spec(None, topo)
+        ex = SimExecutor(topo, spec, faults, seed=1)
+        n = len(topo.nodes)
+        rails = max(1, topo.rails)
+        parts = [("preflight", preflight_tests(topo, spec, 1)),
+                 ("port-errors re-read", preflight_tests(topo, spec, 2, "port-errors"))]
+        ib = pair_round(topo, n // 2, 3, "ib_write_bw")
+        parts += [("ib_write_bw pairs", ib), ("ib_write_bw (cached)", ib)]
+        parts += [(f"nccl pairs x{rails} rails", pair_round(topo, max(1, n // 4), 4, "nccl"))]
+        for part, tests in parts:
+            c0 = time.process_time()
+            out = ex.run_round(tests)
+            cpu = time.process_time() - c0
+            mb = sum(len(r.stdout) + len(r.stderr) for r in out) / 1e6
+            print(f"{name:<14} {part:<22} {len(tests):>7} {cpu:>7.2f} "
+                  f"{cpu / max(1, len(tests)) * 1e6:>8.1f} {mb:>8.2f}", flush=True)
+
 
 if __name__ == "__main__":
     main()

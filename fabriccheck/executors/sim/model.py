@@ -42,21 +42,54 @@ from fabriccheck.models import Flow, LinkKey, link_key, nic_node
 from fabriccheck.topology.model import Path, Topology
 
 Hop = tuple[str, str]  # a directed link: (from, to)
+_MISSING = object()
+
+
+_blake2b = hashlib.blake2b
+_from_bytes = int.from_bytes
 
 
 def stable_hash(*parts: object) -> int:
-    """A 64-bit hash of ``parts`` that is the same in every process (unlike ``hash``).
+    """A 64-bit hash of ``parts`` that is the same in every process (unlike ``hash``): blake2b
+    (8 bytes, big-endian) of the parts' ``str`` joined by ``\x1f``.
 
     >>> stable_hash(1, "t-1") == stable_hash(1, "t-1")
     True
     """
-    data = "\x1f".join(str(p) for p in parts).encode()
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+    return _from_bytes(_blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest(),
+                       "big")
 
 
 def unit_float(*parts: object) -> float:
     """A uniform number in [0, 1) derived from ``parts`` (deterministic)."""
-    return stable_hash(*parts) / 2.0**64
+    return _from_bytes(_blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest(),
+                       "big") / 2.0**64
+
+
+class KeyedHash:
+    """:func:`stable_hash` / :func:`unit_float` of ``(*prefix, *parts)`` with the prefix's text
+    joined once (the same numbers, for the many draws of one node or NIC). ``parts`` must not be
+    empty (``stable_hash(*prefix)`` has no trailing separator).
+
+    >>> h = KeyedHash(1, "node-001")
+    >>> h.hash("uptime") == stable_hash(1, "node-001", "uptime")
+    True
+    >>> h.unit("symbols", "mlx5_0") == unit_float(1, "node-001", "symbols", "mlx5_0")
+    True
+    """
+
+    __slots__ = ("_head",)
+
+    def __init__(self, *prefix: object) -> None:
+        self._head = "".join(str(p) + "\x1f" for p in prefix)
+
+    def hash(self, *parts: object) -> int:
+        data = (self._head + "\x1f".join(map(str, parts))).encode()
+        return _from_bytes(_blake2b(data, digest_size=8).digest(), "big")
+
+    def unit(self, *parts: object) -> float:
+        data = (self._head + "\x1f".join(map(str, parts))).encode()
+        return _from_bytes(_blake2b(data, digest_size=8).digest(), "big") / 2.0**64
 
 
 @dataclass
@@ -157,6 +190,16 @@ class Router:
         self.hop_list: list[Hop] = []
         self._ib: dict[tuple[str, str], tuple[int, ...] | None] = {}
         self._mid: dict[tuple[str, str], tuple[tuple[int, ...], ...]] = {}
+        self._ib_fabric = topology.fabric == "infiniband"
+        self._walks: dict[tuple[str, ...], tuple[int, ...]] = {}  # switch walk -> its hop ids
+        self._up: dict[str, tuple[str, int]] = {}  # NIC -> (its switch, hop id NIC -> switch)
+        self._down: dict[str, tuple[str, int]] = {}  # NIC -> (its switch, hop id switch -> NIC)
+        self._att = topology.attachment
+        self._switch_walk = topology.switch_walk
+        #: the topology routes as :meth:`Topology.route` does (not a subclass's or a patched
+        #: route): its hops are the switch walk's
+        self._plain_route = ("route" not in vars(topology)
+                             and getattr(type(topology), "route", None) is Topology.route)
 
     def hop_id(self, hop: Hop) -> int:
         i = self.hop_ids.get(hop)
@@ -176,10 +219,34 @@ class Router:
 
     def _ib_ids(self, src: str, dst: str) -> tuple[int, ...] | None:
         key = (src, dst)
-        if key not in self._ib:
-            r = self.topology.route(src, dst)
-            self._ib[key] = None if r is None else self._ids(directed(src, r))
-        return self._ib[key]
+        ids = self._ib.get(key, _MISSING)
+        if ids is _MISSING:
+            ids = self._ib[key] = self._route_ids(src, dst)
+        return ids
+
+    def _route_ids(self, src: str, dst: str) -> tuple[int, ...] | None:
+        """Hop ids of ``topology.route(src, dst)``: straight from its switch walk when the route
+        is the model's own (``(src, *switch_walk, dst)``, no link keys built and re-oriented)."""
+        topo = self.topology
+        if src == dst or not self._plain_route:
+            r = topo.route(src, dst)
+            return None if r is None else self._ids(directed(src, r))
+        s_sw = self._att.get(src)
+        walk = None if s_sw is None else self._switch_walk(s_sw, dst)
+        if walk is None:
+            return None
+        # the NIC's own hops (up from src, down to dst) by endpoint; the switch part by walk
+        up = self._up.get(src)
+        if up is None or up[0] != walk[0]:
+            up = self._up[src] = (walk[0], self.hop_id((src, walk[0])))
+        mid = self._walks.get(walk)
+        if mid is None:
+            mid = self._walks[walk] = tuple(
+                self.hop_id(h) for h in zip(walk, walk[1:], strict=False))
+        down = self._down.get(dst)
+        if down is None or down[0] != walk[-1]:
+            down = self._down[dst] = (walk[-1], self.hop_id((walk[-1], dst)))
+        return (up[1], *mid, down[1])
 
     def _middles(self, src: str, dst: str) -> tuple[tuple[int, ...], ...] | None:
         att = self.topology.attachment
@@ -203,8 +270,12 @@ class Router:
         src, dst = flow.src, flow.dst
         if src == dst:
             return ()
-        if self.topology.fabric == "infiniband":
-            return self._ib_ids(src, dst)
+        if self._ib_fabric:
+            key = (src, dst)
+            ids = self._ib.get(key, _MISSING)
+            if ids is _MISSING:
+                ids = self._ib[key] = self._route_ids(src, dst)
+            return ids
         mids = self._middles(src, dst)
         if not mids:
             return None

@@ -11,6 +11,8 @@ node that is :class:`~.node_world.NodeFacts`. Healthy values are the fleet's
 
 from __future__ import annotations
 
+import functools
+
 from fabriccheck.executors.sim.model import stable_hash
 from fabriccheck.executors.sim.node_text import DRIVER, nvlinks
 from fabriccheck.executors.sim.node_world import (
@@ -102,6 +104,16 @@ def smi_topo(facts: NodeFacts, cpus: int = 224) -> str:
     >>> smi_topo(replace(f, numa_misaligned=True)).splitlines()[1].split("\\t")[3:5]
     ['SYS', 'NODE']
     """
+    return _smi_topo(facts.gpus, facts.missing_gpus, facts.gpu_name, tuple(facts.nic_gbps),
+                     facts.numa_misaligned, cpus)
+
+
+@functools.lru_cache(maxsize=256)
+def _smi_topo(gpus: int, missing: int, gpu_name: str, nics: tuple[str, ...],
+              numa_misaligned: bool, cpus: int) -> str:
+    """:func:`smi_topo` of what it reads of the facts (the same text for every alike node)."""
+    facts = NodeFacts(gpus, gpu_name, missing, dict.fromkeys(nics, 0.0),
+                      numa_misaligned=numa_misaligned)
     gpus, names = facts.listed_gpus, nic_order(facts)
     if not gpus:
         return "No devices were found\n"
@@ -162,6 +174,16 @@ def _switch(root: int, ends: list[tuple[int, str, str]], acs: bool, *, dom: str 
 
 def lspci_vvv(facts: NodeFacts, fabric: str) -> str:
     """``lspci -D -vvv`` reduced to what the simulated tree has (bridges, endpoints)."""
+    return _lspci_vvv(facts.gpus, facts.missing_gpus, facts.gpu_name, tuple(facts.nic_gbps),
+                      facts.acs, facts.background, fabric)
+
+
+@functools.lru_cache(maxsize=256)
+def _lspci_vvv(gpus: int, missing: int, gpu_name: str, nics: tuple[str, ...], acs: bool,
+               background: bool, fabric: str) -> str:
+    """:func:`lspci_vvv` of what it reads of the facts (the same text for every alike node)."""
+    facts = NodeFacts(gpus, gpu_name, missing, dict.fromkeys(nics, 0.0), acs=acs,
+                      background=background)
     model = next((v for k, v in _GPU_PCI_NAMES.items() if k in facts.gpu_name), "Device 2330")
     nic_cls = "Infiniband controller" if fabric == "infiniband" else "Ethernet controller"
     ends = [(gpu_bus(i), f"3D controller: NVIDIA Corporation {model} (rev a1)", "nvidia")

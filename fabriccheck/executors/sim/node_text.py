@@ -23,6 +23,7 @@ background's application Xids hours before it. How faults show:
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import UTC, datetime
 
@@ -32,6 +33,7 @@ from fabriccheck.executors.sim.node_world import (
     Background,
     NodeFacts,
     gpu_bus,
+    memo,
     netdev,
     nic_order,
     nic_pci,
@@ -73,6 +75,14 @@ def gpu_uuid(seed: int, node: str, i: int) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
+def gpu_uuids(seed: int, node: str, facts: NodeFacts) -> tuple[str, ...]:
+    """:func:`gpu_uuid` of the node's listed GPUs (asked by ``-L``, ``-q`` and ``nvlink -s``
+    alike: built once per node)."""
+    n = facts.listed_gpus
+    return memo(facts, ("uuids", seed, node, n),
+                lambda: tuple(gpu_uuid(seed, node, i) for i in range(n)))
+
+
 def nvlinks(gpu_name: str) -> tuple[int, str]:
     """NVLinks per GPU and each one's speed as ``nvidia-smi nvlink -s`` prints it.
 
@@ -88,14 +98,16 @@ def nvlinks(gpu_name: str) -> tuple[int, str]:
 
 def inactive_links(seed: int, node: str, gpu: int, n: int, total: int) -> list[int]:
     """Which ``n`` of a GPU's ``total`` links are down (deterministic)."""
+    if n <= 0:
+        return []
     order = sorted(range(total), key=lambda k: stable_hash(node, "nvlink", gpu, k))
     return sorted(order[:min(n, total)])
 
 
 def smi_list(facts: NodeFacts, seed: int, node: str) -> str:
     """``nvidia-smi -L``: one line per listed GPU."""
-    return "".join(f"GPU {i}: {facts.gpu_name} (UUID: {gpu_uuid(seed, node, i)})\n"
-                   for i in range(facts.listed_gpus))
+    return "".join(f"GPU {i}: {facts.gpu_name} (UUID: {uuid})\n"
+                   for i, uuid in enumerate(gpu_uuids(seed, node, facts)))
 
 
 def smi_nvlink(facts: NodeFacts, seed: int, node: str) -> str:
@@ -103,8 +115,9 @@ def smi_nvlink(facts: NodeFacts, seed: int, node: str) -> str:
     (``<inactive>`` for the links ``nvlink_down`` took)."""
     total, speed = nvlinks(facts.gpu_name)
     out = []
+    uuids = gpu_uuids(seed, node, facts)
     for i in range(facts.listed_gpus):
-        out.append(f"GPU {i}: {facts.gpu_name} (UUID: {gpu_uuid(seed, node, i)})")
+        out.append(f"GPU {i}: {facts.gpu_name} (UUID: {uuids[i]})")
         down = set(inactive_links(seed, node, i, facts.nvlink_down.get(i, 0), total))
         out += [f"\t Link {k}: {'<inactive>' if k in down else speed}" for k in range(total)]
     return "\n".join(out) + "\n"
@@ -162,28 +175,48 @@ def smi_query(facts: NodeFacts, bg: Background, seed: int, node: str, clock_s: f
     out = ["", "==============NVSMI LOG==============", "", _kv(0, "Timestamp", stamp),
            _kv(0, "Driver Version", DRIVER), _kv(0, "CUDA Version", "12.4"), "",
            _kv(0, "Attached GPUs", facts.listed_gpus)]
+    uuids = gpu_uuids(seed, node, facts)
     for i in range(facts.listed_gpus):
-        bus, reason = gpu_bus(i), facts.throttle.get(i)
+        reason = facts.throttle.get(i)
         temp = 91 if reason == "thermal" else 28 + stable_hash(seed, node, "temp", i) % 12
-        pending = i in facts.remap_pending
-        out += [f"GPU 00000000:{bus:02X}:00.0", _kv(1, "Product Name", facts.gpu_name),
-                _kv(1, "Persistence Mode", "Enabled"),
-                _kv(1, "GPU UUID", gpu_uuid(seed, node, i)), _kv(1, "Minor Number", i)]
-        out += _pci_block(bus, gen_max, 1 if bg.idle_gen1 else gen_max)
-        out += [_kv(1, "Performance State", "P0")]
-        out += _clock_reasons(reason, bg.idle, i in bg.sw_power_cap)
-        out += _ecc_block(bg.correctable_ecc.get(i, 0))
-        out += [_kv(1, "Retired Pages"), _kv(2, "Single Bit ECC", "N/A"),
-                _kv(2, "Double Bit ECC", "N/A"), _kv(2, "Pending Page Blacklist", "N/A"),
-                _kv(1, "Remapped Rows"), _kv(2, "Correctable Error", 0),
-                _kv(2, "Uncorrectable Error", 1 if pending else 0),
-                _kv(2, "Pending", "Yes" if pending else "No"),
-                _kv(2, "Remapping Failure Occurred", "No"),
-                _kv(1, "Temperature"), _kv(2, "GPU Current Temp", f"{temp} C"),
-                _kv(2, "Memory Current Temp", f"{temp + 8} C"),
-                _kv(1, "GPU Power Readings"), _kv(2, "Power Draw", f"71.{i} W"),
-                _kv(2, "Current Power Limit", "700.00 W"), ""]
+        head, mid, mem, tail = _gpu_query_block(
+            facts.gpu_name, i, gen_max, 1 if bg.idle_gen1 else gen_max, reason, bg.idle,
+            i in bg.sw_power_cap, bg.correctable_ecc.get(i, 0), i in facts.remap_pending)
+        out += [f"{head}{uuids[i]}{mid}{temp} C{mem}{temp + 8} C{tail}", ""]
     return "\n".join(out) + "\n"
+
+
+_UUID, _TEMP, _MEM = "\x00uuid\x00", "\x00temp\x00", "\x00mem\x00"
+
+
+@functools.lru_cache(maxsize=1024)
+def _gpu_query_block(gpu_name: str, i: int, gen_max: int, gen_now: int, reason: str | None,
+                     idle: bool, cap: bool, ecc: int, pending: bool) -> tuple[str, ...]:
+    """One GPU's ``nvidia-smi -q`` lines joined, cut where its UUID, GPU temperature and memory
+    temperature go (the same for every GPU alike but for those)."""
+    bus = gpu_bus(i)
+    out = [f"GPU 00000000:{bus:02X}:00.0", _kv(1, "Product Name", gpu_name),
+           _kv(1, "Persistence Mode", "Enabled"), _kv(1, "GPU UUID", _UUID),
+           _kv(1, "Minor Number", i)]
+    out += _pci_block(bus, gen_max, gen_now)
+    out += [_kv(1, "Performance State", "P0")]
+    out += _clock_reasons(reason, idle, cap)
+    out += _ecc_block(ecc)
+    out += [_kv(1, "Retired Pages"), _kv(2, "Single Bit ECC", "N/A"),
+            _kv(2, "Double Bit ECC", "N/A"), _kv(2, "Pending Page Blacklist", "N/A"),
+            _kv(1, "Remapped Rows"), _kv(2, "Correctable Error", 0),
+            _kv(2, "Uncorrectable Error", 1 if pending else 0),
+            _kv(2, "Pending", "Yes" if pending else "No"),
+            _kv(2, "Remapping Failure Occurred", "No"),
+            _kv(1, "Temperature"), _kv(2, "GPU Current Temp", f"{_TEMP} C"),
+            _kv(2, "Memory Current Temp", f"{_MEM} C"),
+            _kv(1, "GPU Power Readings"), _kv(2, "Power Draw", f"71.{i} W"),
+            _kv(2, "Current Power Limit", "700.00 W")]
+    text = "\n".join(out)
+    head, rest = text.split(_UUID)
+    mid, rest = rest.split(_TEMP + " C")
+    mem, tail = rest.split(_MEM + " C")
+    return head, mid, mem, tail
 
 
 # ---- kernel log ------------------------------------------------------------------------------
@@ -283,8 +316,19 @@ def kernel_log(facts: NodeFacts, bg: Background, seed: int, node: str, fabric: s
         micros = round(t * 1e6)
         if iso:
             sec, us = divmod(round((boot + t) * 1e6), 1_000_000)
-            when = datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-            lines.append(f"{when},{us:06d}+00:00 {msg}")
+            day, rest = divmod(sec, 86400)  # UTC has no leap seconds in POSIX time
+            lines.append(f"{_iso_day(day)}T{rest // 3600:02d}:{rest // 60 % 60:02d}:"
+                         f"{rest % 60:02d},{us:06d}+00:00 {msg}")
         else:
             lines.append(f"[{micros // 1_000_000:5d}.{micros % 1_000_000:06d}] {msg}")
     return "\n".join(lines) + "\n"
+
+
+@functools.lru_cache(maxsize=1024)
+def _iso_day(day: int) -> str:
+    """``YYYY-MM-DD`` of day ``day`` since the epoch (UTC).
+
+    >>> _iso_day(0), _iso_day(20819)
+    ('1970-01-01', '2027-01-01')
+    """
+    return datetime.fromtimestamp(day * 86400, UTC).strftime("%Y-%m-%d")

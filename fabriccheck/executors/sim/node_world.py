@@ -38,10 +38,12 @@ setting: ``transport_fallback {to: host_memory}`` (no peer-memory module), ``acs
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from fabriccheck.executors.sim.model import stable_hash, unit_float
+from fabriccheck.executors.sim.model import KeyedHash, stable_hash
 from fabriccheck.faults import FaultSet
 
 #: lanes every simulated NIC's PCIe slot has (ConnectX-7: Gen5 x16)
@@ -99,6 +101,8 @@ class NodeFacts:
     firmware: dict[str, str] = field(default_factory=dict)
     pfc_off: frozenset[str] = frozenset()
     gid_v1: frozenset[str] = frozenset()
+    #: the tray's NVLink domain (:class:`~.nvl_world.NvlFacts`), None outside one
+    nvl: Any = None
 
     @property
     def listed_gpus(self) -> int:
@@ -179,16 +183,31 @@ def nic_order(facts: NodeFacts) -> list[str]:
     >>> nic_order(NodeFacts(0, "", nic_gbps={"mlx5_10": 1, "mlx5_2": 1}))
     ['mlx5_2', 'mlx5_10']
     """
-    def key(name: str) -> list:
-        return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
+    return list(_nic_order(tuple(facts.nic_gbps)))
 
-    return sorted(facts.nic_gbps, key=key)
+
+def _natural(name: str) -> list:
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
+
+
+@functools.lru_cache(maxsize=256)
+def _nic_order(names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(names, key=_natural))
+
+
+@functools.lru_cache(maxsize=256)
+def _nic_pcis(names: tuple[str, ...]) -> dict[str, str]:
+    """NIC name -> PCI address, for one node's NIC names (see :func:`nic_pci`)."""
+    return {nic: f"0000:{NIC_BUSES[i % 8]:02x}:00.{(i // 8) % 8}"
+            for i, nic in enumerate(_nic_order(names))}
 
 
 def nic_pci(facts: NodeFacts, nic: str) -> str:
     """The PCI address of ``nic`` (``0000:1a:00.0``; a ninth NIC is function 1 of the first)."""
-    i = nic_order(facts).index(nic)
-    return f"0000:{NIC_BUSES[i % 8]:02x}:00.{(i // 8) % 8}"
+    pci = _nic_pcis(tuple(facts.nic_gbps)).get(nic)
+    if pci is None:  # not one of the node's NICs: what list.index says
+        raise ValueError(f"{nic!r} is not in list")
+    return pci
 
 
 def netdev(facts: NodeFacts, nic: str) -> str:
@@ -220,8 +239,24 @@ class Background:
     retrained: dict[str, int] = field(default_factory=dict)
 
 
+def memo(facts: NodeFacts, key: tuple, make):
+    """``make()`` remembered on ``facts`` under ``key``: what is drawn or built once per node
+    (its background, its GPUs' UUIDs) lives as long as the node's facts, not longer (an
+    attribute outside the dataclass fields: not compared, printed or copied by ``replace``)."""
+    store = facts.__dict__.get("_sim_memo")
+    if store is None:
+        store = {}
+        object.__setattr__(facts, "_sim_memo", store)
+    value = store.get(key)
+    if value is None:
+        value = store[key] = make()
+    return value
+
+
 def background(seed: int, node: str, facts: NodeFacts) -> Background:
     """The background of ``node`` under ``seed`` (the table in this module's docstring).
+
+    Drawn once per (seed, node) and facts object, and remembered: the same value every time.
 
     >>> f = NodeFacts(8, "NVIDIA H100 80GB HBM3", nic_gbps={"mlx5_0": 400.0})
     >>> background(1, "node-001", f) == background(1, "node-001", f)
@@ -229,14 +264,15 @@ def background(seed: int, node: str, facts: NodeFacts) -> Background:
     >>> 86400 <= background(1, "node-001", f).uptime_s <= 60 * 86400
     True
     """
+    return memo(facts, ("background", seed, node), lambda: _draw_background(seed, node, facts))
+
+
+def _draw_background(seed: int, node: str, facts: NodeFacts) -> Background:
+    u = KeyedHash(seed, node).unit  # u(*parts) == unit_float(seed, node, *parts)
     lo, hi = UPTIME_DAYS
-    uptime = round((lo + (hi - lo) * unit_float(seed, node, "uptime")) * 86400, 2)
+    uptime = round((lo + (hi - lo) * u("uptime")) * 86400, 2)
     if not facts.background:
         return Background(uptime)
-
-    def u(*parts: object) -> float:
-        return unit_float(seed, node, *parts)
-
     nics = nic_order(facts)
     access = ()
     if nics and u("access-reg") < ACCESS_REG_NODES:

@@ -24,9 +24,10 @@ value).
 
 from __future__ import annotations
 
+import functools
 import re
 
-from fabriccheck.executors.sim import node_config, node_text
+from fabriccheck.executors.sim import node_config, node_text, nvl_text
 from fabriccheck.executors.sim.model import stable_hash
 from fabriccheck.executors.sim.node_world import (
     MAX_PCIE_WIDTH,
@@ -54,8 +55,9 @@ def run_signal(test: Test, facts: NodeFacts, peer_ips: dict[str, str], *, seed: 
                connect_timeout_s: float = 10.0) -> RawResult:
     """The raw result of a signal test on its first node (what SSH would bring back)."""
     node = test.nodes[0]
-    gpus = int(test.params.get("gpus_per_node", 0))
-    line = render_signal(str(test.params.get("command", "")),
+    params = test.params  # read as attributes: p.get(k, d) is p.k unless p.k is None
+    gpus = int(params.gpus_per_node if params.gpus_per_node is not None else 0)
+    line = render_signal(str(params.command if params.command is not None else ""),
                          signal_values(test, peer_ips, gpus))
     commands = (f"{node}: sh -c {line!r}",)
     if unreachable:
@@ -76,13 +78,34 @@ def run_signal(test: Test, facts: NodeFacts, peer_ips: dict[str, str], *, seed: 
 def answer(command: str, node: str, facts: NodeFacts, *, seed: int, fabric: str,
            clock_s: float) -> ToolRun:
     """What ``sh -c <command>`` prints on simulated ``node``."""
+    hit = _DISPATCH.get(command)
+    if hit is None:
+        hit = _dispatch(command)
+        if len(_DISPATCH) >= _MAX_DISPATCH:
+            _DISPATCH.clear()
+        _DISPATCH[command] = hit
+    line, fn, m = hit
+    if fn is None:
+        return ToolRun("", f"fabriccheck-sim: no simulated output for: {line}\n", exit_code=127,
+                       duration_s=0.01)
+    return fn(m, line, node, facts, seed, fabric, clock_s)
+
+
+def _dispatch(command: str) -> tuple:
+    """(the command as sh runs it, its handler and match) or (line, None, None): a command
+    line's answer depends on the node, never which handler answers it (the same lines recur
+    on every node: cached in :data:`_DISPATCH`)."""
     line = _COMMENT.sub("", command).strip()  # sh ignores a trailing "# ..." comment
     for pattern, fn in _COMPILED:
         m = pattern.fullmatch(line)
         if m:
-            return fn(m, line, node, facts, seed, fabric, clock_s)
-    return ToolRun("", f"fabriccheck-sim: no simulated output for: {line}\n", exit_code=127,
-                   duration_s=0.01)
+            return line, fn, m
+    return line, None, None
+
+
+#: command line -> :func:`_dispatch` of it
+_DISPATCH: dict[str, tuple] = {}
+_MAX_DISPATCH = 4096
 
 
 # ---- nvidia-smi ------------------------------------------------------------------------------
@@ -92,11 +115,17 @@ def _smi_list(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
 
 def _smi_query(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
     bg = background(seed, node, facts)
-    return ToolRun(node_text.smi_query(facts, bg, seed, node, clock_s), duration_s=1.5)
+    text = node_text.smi_query(facts, bg, seed, node, clock_s)
+    if facts.nvl is not None:  # a compute tray of an NVLink domain: its GPUs' Fabric sections
+        text = nvl_text.with_fabric(text, facts.nvl)
+    return ToolRun(text, duration_s=1.5)
 
 
 def _smi_nvlink(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
-    return ToolRun(node_text.smi_nvlink(facts, seed, node), duration_s=0.6)
+    text = node_text.smi_nvlink(facts, seed, node)
+    if facts.nvl is not None:
+        text = nvl_text.with_dead_links(text, facts.nvl)
+    return ToolRun(text, duration_s=0.6)
 
 
 # ---- sysfs -----------------------------------------------------------------------------------
@@ -121,7 +150,7 @@ def _pcie(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
     if nic not in facts.nic_gbps:
         return _no_such_file(command)
     lines = []
-    for which, what in re.findall(r"/(current|max)_link_(width|speed)", command):
+    for which, what in _pcie_files(command):
         if what == "speed":  # the faults model lanes, not generations: speed stays Gen5
             lines.append(f"{PCIE_GTS:.1f} GT/s PCIe")
         else:
@@ -130,21 +159,28 @@ def _pcie(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
     return ToolRun("\n".join(lines) + "\n", duration_s=0.01)
 
 
+@functools.lru_cache(maxsize=256)
+def _pcie_files(command: str) -> list[tuple[str, str]]:
+    return re.findall(r"/(current|max)_link_(width|speed)", command)
+
+
 def _no_such_file(command: str) -> ToolRun:
     path = next((w for w in command.split() if w.startswith("/")), "?")
     return ToolRun("", f"cat: {path}: No such file or directory\n", exit_code=1, duration_s=0.01)
 
 
 # ---- counters ----------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1024)
 def _window(command: str) -> float:
     m = re.search(r"sleep (\d+(?:\.\d+)?)", command)
     return float(m[1]) if m else 0.0
 
 
-def _reads(command: str, tool: str) -> list[float]:
+@functools.lru_cache(maxsize=1024)
+def _reads(command: str, tool: str) -> tuple[float, ...]:
     """Seconds after the first read of each read of ``tool`` in ``command``."""
     n = max(1, command.count(tool))
-    return [_window(command) * r / (n - 1) if n > 1 else 0.0 for r in range(n)]
+    return tuple(_window(command) * r / (n - 1) if n > 1 else 0.0 for r in range(n))
 
 
 def _growth(facts: NodeFacts, nic: str, after_s: float) -> int:
@@ -178,6 +214,24 @@ def _uptime_first(command: str, bg: Background, clock_s: float) -> str:
     return node_text.proc_uptime(bg, clock_s) if "cat /proc/uptime" in command else ""
 
 
+def _pq(name: str, value: int | str) -> str:
+    """One ``Name:.....value`` line of perfquery (the value saturated as the counter holds it)."""
+    return f"{name + ':':.<33}{_saturated(name, value)}\n"
+
+
+#: the counters perfquery prints the same every read, between PortRcvErrors and PortXmitPkts
+_PQ_STEADY = "".join(_pq(k, v) for k, v in (
+    ("PortRcvRemotePhysicalErrors", 0), ("PortRcvSwitchRelayErrors", 0),
+    ("PortXmitDiscards", 0), ("PortXmitConstraintErrors", 0),
+    ("PortRcvConstraintErrors", 0), ("CounterSelect2", "0x00"),
+    ("LocalLinkIntegrityErrors", 0), ("ExcessiveBufferOverrunErrors", 0),
+    ("VL15Dropped", 0), ("PortXmitData", 4294967295), ("PortRcvData", 4294967295)))
+_PQ_L = {k: f"{k + ':':.<33}" for k in (
+    "PortSelect", "CounterSelect", "SymbolErrorCounter", "LinkErrorRecoveryCounter",
+    "LinkDownedCounter", "PortRcvErrors", "PortXmitPkts", "PortRcvPkts", "PortXmitWait")}
+_PQ_MAX = {k: 2**bits - 1 for k, bits in _PQ_BITS.items()}
+
+
 def _perfquery(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
     nic, port = m[1], m[2]
     if nic not in facts.nic_gbps:
@@ -186,29 +240,30 @@ def _perfquery(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
                        duration_s=0.05)
     bg = background(seed, node, facts)
     lid = stable_hash(seed, node, nic) % 0xBFFE + 1
-    base = stable_hash(seed, node, nic, "base")
     # background none: the old spotless-but-not-zero lifetime values
-    sym0, rec0 = (0, 0) if facts.background else (base % 3, (base >> 8) % 2)
+    if facts.background:
+        sym0 = rec0 = 0
+    else:
+        base = stable_hash(seed, node, nic, "base")
+        sym0, rec0 = base % 3, (base >> 8) % 2
+    retrained = bg.retrained.get(nic, 0)
+    L, top = _PQ_L, _PQ_MAX
+    head = (f"# Port counters: Lid {lid} port {port} (CapMask: 0x5A00)\n"
+            f"{L['PortSelect']}{port}\n{L['CounterSelect']}0x0000\n")
     blocks = []
     reads = _reads(command, "perfquery")
     for r, after in enumerate(reads):
         grow = _growth(facts, nic, clock_s + after)  # errors since the run began
         symbols, downs = _lifetime(facts, bg, nic, bg.uptime_s + clock_s + after)
-        counters = [
-            ("PortSelect", str(port)), ("CounterSelect", "0x0000"),
-            ("SymbolErrorCounter", sym0 + symbols + grow * 7 // 10),
-            ("LinkErrorRecoveryCounter", rec0 + bg.retrained.get(nic, 0) + grow // 10),
-            ("LinkDownedCounter", rec0 + downs + grow // 20), ("PortRcvErrors", grow // 5),
-            ("PortRcvRemotePhysicalErrors", 0), ("PortRcvSwitchRelayErrors", 0),
-            ("PortXmitDiscards", 0), ("PortXmitConstraintErrors", 0),
-            ("PortRcvConstraintErrors", 0), ("CounterSelect2", "0x00"),
-            ("LocalLinkIntegrityErrors", 0), ("ExcessiveBufferOverrunErrors", 0),
-            ("VL15Dropped", 0), ("PortXmitData", 4294967295), ("PortRcvData", 4294967295),
-            ("PortXmitPkts", 812345678 + r), ("PortRcvPkts", 809876543 + r),
-            ("PortXmitWait", 1024 + r),
-        ]
-        blocks.append(f"# Port counters: Lid {lid} port {port} (CapMask: 0x5A00)\n"
-                      + "".join(f"{k + ':':.<33}{_saturated(k, v)}\n" for k, v in counters))
+        blocks.append(
+            f"{head}{L['SymbolErrorCounter']}"
+            f"{min(sym0 + symbols + grow * 7 // 10, top['SymbolErrorCounter'])}\n"
+            f"{L['LinkErrorRecoveryCounter']}"
+            f"{min(rec0 + retrained + grow // 10, top['LinkErrorRecoveryCounter'])}\n"
+            f"{L['LinkDownedCounter']}{min(rec0 + downs + grow // 20, top['LinkDownedCounter'])}\n"
+            f"{L['PortRcvErrors']}{min(grow // 5, top['PortRcvErrors'])}\n{_PQ_STEADY}"
+            f"{L['PortXmitPkts']}{812345678 + r}\n{L['PortRcvPkts']}{809876543 + r}\n"
+            f"{L['PortXmitWait']}{min(1024 + r, top['PortXmitWait'])}\n")
     return ToolRun(_uptime_first(command, bg, clock_s) + "".join(blocks),
                    duration_s=_window(command) + 0.1 * len(reads))
 
@@ -269,11 +324,14 @@ _SECTIONS = (
      lambda f, nic, *a: node_config.ecn_enable(f, nic)),
     (rf"grep -H \. /sys/class/infiniband/{_W}/ports/1/gid_attrs/types/\* 2>/dev/null",
      lambda f, nic, seed, node, fabric, m: node_config.gid_types(f, m[1])),
+    (r"nvidia-imex-ctl -q 2>&1", lambda f, *a: nvl_text.imex_status(f.nvl)),
+    (r"nvidia-imex-ctl -N 2>&1", lambda f, *a: nvl_text.imex_domain(f.nvl, 0.0)),
 )
 _SECTION_RES = tuple((re.compile(p), fn) for p, fn in _SECTIONS)
 _DEV_RE = re.compile(_DEV)
 
 
+@functools.lru_cache(maxsize=256)
 def _grep(pattern: str, text: str) -> str:
     """``grep -E pattern`` of ``text`` (the patterns the preflight writes are Python regexes
     too)."""
@@ -281,25 +339,40 @@ def _grep(pattern: str, text: str) -> str:
     return "".join(ln + "\n" for ln in text.splitlines() if rx.search(ln))
 
 
-def _sectioned(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
+@functools.lru_cache(maxsize=1024)
+def _sections(command: str) -> tuple[str | None, int, tuple]:
+    """A sectioned command taken apart (the same on every node): the NIC of its ``dev=``
+    prefix, how many sections, and per section its header line and ``(handler, match)``,
+    None for an empty one or ``part`` (a str) for one the simulator does not know."""
     pre = _DEV_RE.match(command)
     nic, body = (pre[1], command[pre.end():]) if pre else (None, command)
+    marks = list(_MARKER.finditer(body))
+    parts = []
+    for mk, nxt in zip(marks, [*marks[1:], None], strict=True):
+        part = body[mk.end():nxt.start() if nxt else len(body)].removeprefix("; ").strip()
+        hit = None
+        if part:
+            hit = next(((fn, sm) for rx, fn in _SECTION_RES if (sm := rx.fullmatch(part))),
+                       part)
+        parts.append((f"== {mk[1]}\n", hit))
+    return nic, len(marks), tuple(parts)
+
+
+def _sectioned(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
+    nic, n_marks, parts = _sections(command)
     if nic and nic not in facts.nic_gbps:
         return ToolRun("", f"ls: cannot access '/sys/class/infiniband/{nic}/device/net': No "
                        "such file or directory\n", exit_code=2, duration_s=0.01)
-    marks = list(_MARKER.finditer(body))
     out = []
-    for mk, nxt in zip(marks, [*marks[1:], None], strict=True):
-        part = body[mk.end():nxt.start() if nxt else len(body)].removeprefix("; ").strip()
-        out.append(f"== {mk[1]}\n")
-        if not part:
-            continue
-        hit = next(((fn, sm) for rx, fn in _SECTION_RES if (sm := rx.fullmatch(part))), None)
+    for header, hit in parts:
+        out.append(header)
         if hit is None:
-            return ToolRun("", f"fabriccheck-sim: no simulated output for: {part}\n",
+            continue
+        if isinstance(hit, str):
+            return ToolRun("", f"fabriccheck-sim: no simulated output for: {hit}\n",
                            exit_code=127, duration_s=0.01)
         out.append(hit[0](facts, nic, seed, node, fabric, hit[1]))
-    return ToolRun("".join(out), duration_s=0.3 + 0.2 * len(marks))
+    return ToolRun("".join(out), duration_s=0.3 + 0.2 * n_marks)
 
 
 _SLEEP = r"; sleep \d+(?:\.\d+)?; "

@@ -80,17 +80,21 @@ def render_nccl_header(
         "#",
         "# Using devices",
     ]
+    hosts: dict[str, str] = {}  # host -> " on <short name>" (a node's ranks are many)
     for i, r in enumerate(ranks):
-        tail = _rank_tail(r.host, r.device, r.bus_id, r.gpu_name)
-        lines.append(f"#  Rank {i:2d} Group  0 Pid {r.pid:6d}{tail}")
+        on = hosts.get(r.host)
+        if on is None:
+            on = hosts[r.host] = f" on {r.host.split('.')[0]:>10s}"
+        lines.append(f"#  Rank {i:2d} Group  0 Pid {r.pid:6d}{on}"
+                     f"{_rank_device(r.device, r.bus_id, r.gpu_name)}")
     lines += info
     lines += _column_header()
     return lines
 
 
-@functools.lru_cache(maxsize=65536)
-def _rank_tail(host: str, device: int, bus_id: str, gpu_name: str) -> str:
-    return f" on {host.split('.')[0]:>10s} device {device:2d} [0000:{bus_id}:00] {gpu_name}"
+@functools.lru_cache(maxsize=1024)
+def _rank_device(device: int, bus_id: str, gpu_name: str) -> str:
+    return f" device {device:2d} [0000:{bus_id}:00] {gpu_name}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -237,6 +241,27 @@ def render_perftest_header(
 ) -> list[str]:
     """The client's header box and address lines (``RDMA_Write BW Test``)."""
     roce = link_type == "Ethernet"
+    lines = list(_perftest_box(device, link_type, duration_mode))
+    for side, (q, p, v, lid_, ip) in (
+        ("local", (qpn, psn, vaddr, lid, local_ip)),
+        ("remote", (rqpn, rpsn, rvaddr, rlid, remote_ip)),
+    ):
+        lid_s = "0000" if roce else f"{lid_:#04x}"
+        lines.append(
+            f" {side} address: LID {lid_s} QPN {q:#06x} PSN {p:#06x} RKey 0x1fff00 "
+            f"VAddr {v:#016x}"
+        )
+        if roce:
+            octets = ":".join(f"{int(o):02d}" for o in ip.split("."))
+            lines.append(" GID: 00:00:00:00:00:00:00:00:00:00:255:255:" + octets)
+    lines.append(SEP87)
+    return lines
+
+
+@functools.lru_cache(maxsize=1024)
+def _perftest_box(device: str, link_type: str, duration_mode: bool) -> tuple[str, ...]:
+    """The header box of :func:`render_perftest_header` (the same for every test of a NIC)."""
+    roce = link_type == "Ethernet"
     lines = []
     if duration_mode:
         lines.append(" WARNING: BW peak won't be measured in this run.")
@@ -262,20 +287,7 @@ def render_perftest_header(
         " Data ex. method : Ethernet",
         SEP87,
     ]
-    for side, (q, p, v, lid_, ip) in (
-        ("local", (qpn, psn, vaddr, lid, local_ip)),
-        ("remote", (rqpn, rpsn, rvaddr, rlid, remote_ip)),
-    ):
-        lid_s = "0000" if roce else f"{lid_:#04x}"
-        lines.append(
-            f" {side} address: LID {lid_s} QPN {q:#06x} PSN {p:#06x} RKey 0x1fff00 "
-            f"VAddr {v:#016x}"
-        )
-        if roce:
-            octets = ":".join(f"{int(o):02d}" for o in ip.split("."))
-            lines.append(" GID: 00:00:00:00:00:00:00:00:00:00:255:255:" + octets)
-    lines.append(SEP87)
-    return lines
+    return tuple(lines)
 
 
 def render_perftest_table_header() -> str:

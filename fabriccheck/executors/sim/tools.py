@@ -105,7 +105,12 @@ def _test_nics(test: Test) -> dict[str, list[str]]:
     out: dict[str, set[str]] = {}
     for f in test.flows:
         for e in (f.src, f.dst):
-            out.setdefault(nic_node(e), set()).add(_nic_name(e))
+            node, name = e.split("/", 1)
+            got = out.get(node)
+            if got is None:
+                out[node] = {name}
+            else:
+                got.add(name)
     return {n: sorted(names) for n, names in out.items()}
 
 
@@ -117,37 +122,64 @@ def nccl_info_lines(test: Test, ctx: ToolContext, ranks: Sequence[render.NcclRan
     GPUDirect RDMA, ``Using network``, then one send and one receive NET channel to the same
     GPU of the next and previous node (GPU g on NIC g: the rail layout), ``/GDRDMA`` unless the
     node stages through host memory; a single-node test's channels are NVLink (``P2P``). A
-    few lines per rank, where real NCCL prints some per channel."""
+    few lines per rank, where real NCCL prints some per channel.
+
+    The per-node part of a rank's init lines (after NCCL's ``host:pid:tid [dev] NCCL INFO``
+    prefix) is the same for every rank of the node: it is built once per node."""
     g = max(1, gpus)
     k_nodes = len(test.nodes)
     link = "IB" if ctx.link_type == "IB" else "RoCE"
     nics = _test_nics(test)
     lines = [f"NCCL version {render.NCCL_LIB_VERSION}"]
+    per_node: dict[str, tuple] = {}
     for i, r in enumerate(ranks):
         k, d = divmod(i, g)
-        init = render.nccl_prefix(r.host, r.pid, r.pid + 31, d)
-        proxy = render.nccl_prefix(r.host, r.pid, r.pid + 47, d)
-        fallback = ctx.fallback.get(r.host)
-        hcas = nics.get(r.host) or list(ctx.node_nics(r.host))
-        if fallback == "socket" or not hcas:
-            lines += render.render_socket_fallback(init, ctx.mgmt_ip(r.host))
-            net, dev, gdr = "Socket", 0, False
-        else:
-            lines.append(render.render_ib_using(init, hcas, link, ctx.mgmt_ip(r.host)))
-            if fallback == "host_memory":
-                lines += [render.render_gdr_disabled(init, j, h) for j, h in enumerate(hcas)]
-            net, dev, gdr = "IB", d % len(hcas), fallback != "host_memory"
-        lines.append(f"{init} Using network {net}")
+        node = per_node.get(r.host)
+        if node is None:
+            node = per_node[r.host] = _rank_node_lines(r.host, ctx, nics, link)
+        short, tails, hcas, net = node
+        head = f"{short}:{r.pid}:"
+        init = f"{head}{r.pid + 31} [{d}] NCCL INFO"
+        lines += [init + t for t in tails]
         if k_nodes > 1:
-            nxt, prv = ((k + 1) % k_nodes) * g + d, ((k - 1) % k_nodes) * g + d
-            lines.append(render.render_net_channel(proxy, 0, (i, d), (nxt, d), "send", net,
-                                                   dev, gdr))
-            lines.append(render.render_net_channel(proxy, 0, (prv, d), (i, d), "receive", net,
-                                                   dev, gdr))
+            proxy = f"{head}{r.pid + 47} [{d}] NCCL INFO"
+            dev, gdr = (0, False) if net == "Socket" else (d % len(hcas), net == "IB")
+            send, receive = _net_channels(i, d, ((k + 1) % k_nodes) * g + d,
+                                          ((k - 1) % k_nodes) * g + d,
+                                          "Socket" if net == "Socket" else "IB", dev, gdr)
+            lines.append(proxy + send)
+            lines.append(proxy + receive)
         elif g > 1:
+            proxy = f"{head}{r.pid + 47} [{d}] NCCL INFO"
             lines.append(render.render_p2p_channel(proxy, 0, (i, d),
                                                    (k * g + (d + 1) % g, (d + 1) % g)))
     return lines
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _net_channels(i: int, d: int, nxt: int, prv: int, net: str, dev: int, gdr: bool
+                  ) -> tuple[str, str]:
+    """Rank ``i``'s send and receive NET channel lines after their prefix."""
+    return (render.render_net_channel("", 0, (i, d), (nxt, d), "send", net, dev, gdr),
+            render.render_net_channel("", 0, (prv, d), (i, d), "receive", net, dev, gdr))
+
+
+def _rank_node_lines(host: str, ctx: ToolContext, nics: Mapping[str, list[str]], link: str
+                     ) -> tuple[str, tuple[str, ...], list[str], str]:
+    """One node's part of its ranks' init lines: (short host name, the init lines after their
+    prefix, the HCAs, ``Socket`` | ``IB`` | ``IB-host`` (IB without GPUDirect RDMA))."""
+    fallback = ctx.fallback.get(host)
+    hcas = nics.get(host) or list(ctx.node_nics(host))
+    if fallback == "socket" or not hcas:
+        tails = render.render_socket_fallback("", ctx.mgmt_ip(host))
+        net = "Socket"
+    else:
+        tails = [render.render_ib_using("", hcas, link, ctx.mgmt_ip(host))]
+        if fallback == "host_memory":
+            tails += [render.render_gdr_disabled("", j, h) for j, h in enumerate(hcas)]
+        net = "IB-host" if fallback == "host_memory" else "IB"
+    tails.append(f" Using network {'Socket' if net == 'Socket' else 'IB'}")
+    return host.split(".")[0], tuple(tails), hcas, net
 
 
 def _count(collective: str, size: int, n: int) -> int:
@@ -182,7 +214,8 @@ def run_nccl(
     for size in shape.sizes():
         halves = []
         for _ in range(2):
-            wobble = max(0.05, 1.0 + rng.gauss(0.0, jitter / 4))
+            # (jitter 0: gauss(0, 0) is 0 whatever it draws)
+            wobble = max(0.05, 1.0 + rng.gauss(0.0, jitter / 4)) if jitter else 1.0
             t_us = lat + size / (algbw_peak * 1e3 * wobble) if algbw_peak > 0 else 1e12
             alg = size / t_us / 1e3
             halves.append((t_us, alg, alg * factor))
@@ -251,6 +284,8 @@ def run_ib_write_bw(
 ) -> ToolRun:
     """Client output for ``ib_write_bw --report_gbits``; ``bw_gbps=None`` means the work
     requests completed with status 12 (retry exceeded): errors on stderr, exit code 1."""
+    if bw_gbps is not None and ctx.link_type != "Ethernet":
+        return _ib_write_bw_ok(test, ctx, flow, bw_gbps, size_bytes, duration_s, iters)
     lines = _perftest_header(test, ctx, flow, duration_s is not None)
     lines.append(render.render_perftest_table_header())
     if bw_gbps is None:
@@ -273,6 +308,41 @@ def run_ib_write_bw(
     lines.append(render.SEP87)
     return ToolRun("\n".join(lines) + "\n", exit_code=0,
                    duration_s=round(PERFTEST_SETUP_S + run_s, 3))
+
+
+def _ib_write_bw_ok(test: Test, ctx: ToolContext, flow: Flow, bw_gbps: float, size_bytes: int,
+                    duration_s: float | None, iters: int) -> ToolRun:
+    """:func:`run_ib_write_bw` of a run that completed on InfiniBand, as one string: the same
+    header box, address lines, table and separator (the box text is built once per HCA)."""
+    msg_rate = bw_gbps * 1e9 / 8 / size_bytes / 1e6
+    if duration_s is not None:
+        run_s = duration_s
+        count = int(bw_gbps * 1e9 / 8 / size_bytes * duration_s)
+        peak = 0.0
+    else:
+        count = iters
+        run_s = iters * size_bytes * 8 / (bw_gbps * 1e9) if bw_gbps > 0 else test.timeout_s
+        peak = bw_gbps * 1.0005
+    h = stable_hash(ctx.seed, ctx.round_no, test.test_id, "qp")
+    head = (f"{_ib_box(_nic_name(flow.src), ctx.link_type, duration_s is not None)}"
+            f" local address: LID {ctx.nic_lid(flow.src):#04x} QPN {0x40 + h % 0x4000:#06x} "
+            f"PSN {h % 0xFFFFFF:#06x} RKey 0x1fff00 "
+            f"VAddr {0x7F0000000000 + ((h >> 8) % 0xFFFFFF) * 0x1000:#016x}\n"
+            f" remote address: LID {ctx.nic_lid(flow.dst):#04x} "
+            f"QPN {0x40 + (h >> 16) % 0x4000:#06x} PSN {(h >> 24) % 0xFFFFFF:#06x} RKey 0x1fff00 "
+            f"VAddr {0x7F0000000000 + ((h >> 32) % 0xFFFFFF) * 0x1000:#016x}\n"
+            f"{render.SEP87}\n{render.render_perftest_table_header()}\n")
+    if PERFTEST_SETUP_S + run_s > test.timeout_s:
+        return ToolRun(head, exit_code=None, duration_s=test.timeout_s, timed_out=True)
+    row = render.render_perftest_row(size_bytes, count, peak, bw_gbps, msg_rate)
+    return ToolRun(f"{head}{row}\n{render.SEP87}\n", exit_code=0,
+                   duration_s=round(PERFTEST_SETUP_S + run_s, 3))
+
+
+@functools.lru_cache(maxsize=1024)
+def _ib_box(device: str, link_type: str, duration_mode: bool) -> str:
+    """The perftest header box (its lines, each ending in a newline) of an InfiniBand HCA."""
+    return "".join(line + "\n" for line in render._perftest_box(device, link_type, duration_mode))
 
 
 # ---- iperf3 --------------------------------------------------------------------------------
@@ -327,7 +397,7 @@ def run_iperf3(
     secs = max(1, int(round(duration_s)))
     intervals, total = [], 0
     for i in range(secs):
-        bps = bw_gbps * 1e9 * max(0.05, 1 + rng.gauss(0.0, jitter / 4))
+        bps = bw_gbps * 1e9 * (max(0.05, 1 + rng.gauss(0.0, jitter / 4)) if jitter else 1.0)
         nbytes = int(bps / 8)
         total += nbytes
         per = [{"socket": 5 + 2 * j, "start": float(i), "end": float(i + 1), "seconds": 1.0,
