@@ -7,9 +7,10 @@ Exit codes: 0 healthy · 1 faults found (gate: do not start the job) · 2 usage/
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, redirect_stdout
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -150,11 +151,14 @@ def _policy(mode: str, spec=None, levels: str | None = None, **kw):
 @contextmanager
 def _run_guard(mode: str, opts: RunOptions) -> Iterator[None]:
     """Errors inside become one line and an exit code; with --json a run that could not test
-    (exit 3) still prints a result object."""
+    (exit 3) still prints a result object, and whatever the run itself prints goes to stderr:
+    stdout is the JSON alone (Ray's driver, for one, prints cluster events on stdout from a
+    background thread, and has no public switch for it)."""
     set_verbosity(opts.verbose, opts.quiet)
     opts.quiet = is_quiet()  # -q before or after the command
+    quiet_stdout = redirect_stdout(sys.stderr) if opts.json_ else nullcontext()
     try:
-        with exit_on_error(one_line=True):
+        with exit_on_error(one_line=True), quiet_stdout:
             yield
     except typer.Exit as stop:
         if opts.json_ and stop.exit_code == 3:  # could not test: scripts still get a result

@@ -143,7 +143,6 @@ class RayExecutor:
         self._closed = False
         self._owns_connection = connect(address, timeout_s=init_timeout_s,
                                         node_ip_address=node_ip_address)
-        _driver_messages_to_stderr()
         try:
             self.refresh_nodes()
         except BaseException:
@@ -399,26 +398,6 @@ class RayExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _driver_messages_to_stderr() -> None:
-    """Ray's driver prints cluster events ("The node with node id ... has been marked dead") on
-    *stdout* from a background thread, whatever ``log_to_driver`` says; stdout is the run's JSON
-    (``--json``), so they go to stderr. Ray keeps no public switch for it: the module function
-    its thread calls is wrapped, and left alone if a Ray release renames it."""
-    try:
-        import ray._private.worker as ray_worker
-    except ImportError:
-        return
-    printer = getattr(ray_worker, "print_to_stdstream", None)
-    if printer is None or getattr(printer, "_fabriccheck_stderr", False):
-        return
-
-    def to_stderr(data: dict, *args: Any, **kwargs: Any) -> Any:
-        return printer({**data, "is_err": True}, *args, **kwargs)
-
-    to_stderr._fabriccheck_stderr = True  # type: ignore[attr-defined]
-    ray_worker.print_to_stdstream = to_stderr
 
 
 def _not_run(test: Test, launch: ProbeLaunch, problem: str, dead: set[str]) -> RawResult:
