@@ -7,7 +7,7 @@ STAMPS := .stamps
 # Debian packages the tests need (lab: namespaces, sshd, tc, iperf3; reports: chromium).
 APT_PACKAGES ?= iproute2 iperf3 traceroute iputils-ping iputils-tracepath openssh-server openssh-client procps psmisc slurmctld slurmd slurm-client munge chromium fonts-dejavu-core
 
-.PHONY: all venv venv-core apt test test-long demo lint bench clean
+.PHONY: all venv venv-core apt test test-slow test-all test-long demo lint bench clean
 
 all: test
 
@@ -40,12 +40,27 @@ $(STAMPS)/apt: Makefile
 
 apt: $(STAMPS)/apt
 
-test: venv apt
-	$(PY) -m pytest -q -m "not slow" --durations=20
+# The suite runs on every core (pytest-xdist, from the test extra); tests that share a machine-wide
+# resource (the namespace lab, stray-process checks, a doc block's files) stay on one worker
+# (tests/conftest.py). Every run prints its 20 slowest tests. PYTHONDONTWRITEBYTECODE is cleared
+# so the workers and the CLI subprocesses reuse compiled modules instead of recompiling them.
+XDIST ?= auto
+PYTEST = PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(XDIST) --dist loadgroup --durations=20
 
-# Long property runs (hundreds of hypothesis draws per property; minutes)
-test-long: venv apt
-	$(PY) -m pytest -q -m slow
+# The fast tier: everything not marked slow (the README's test command)
+test: venv apt
+	$(PYTEST) -m "not slow"
+
+# The slow tier alone: tests over ~20 s and the long property runs (CI runs it after `make test`)
+test-slow: venv apt
+	$(PYTEST) -m slow
+
+# Both tiers in one run
+test-all: venv apt
+	$(PYTEST)
+
+# The slow tier's old name (it started as the long hypothesis property runs)
+test-long: test-slow
 
 demo: venv-core
 	$(VENV)/bin/fabriccheck demo

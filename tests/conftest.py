@@ -1,4 +1,10 @@
-"""Shared test fixtures: where the real published tool outputs live."""
+"""Shared test fixtures: where the real published tool outputs live; how tests share workers.
+
+``make test`` runs the suite on every core with pytest-xdist (``-n auto --dist loadgroup``).
+Every worker is its own process, so this file's temporary history database and config home are
+per worker. Tests that hold a machine-wide resource are put on one worker by
+:func:`pytest_collection_modifyitems` (see :data:`XDIST_GROUPS`).
+"""
 
 from __future__ import annotations
 
@@ -65,3 +71,38 @@ def read_fixture(relpath: str) -> str:
 @pytest.fixture
 def fixture_text():
     return read_fixture
+
+
+#: xdist groups (``--dist loadgroup``): the tests of one group run on one worker, one at a time.
+#: ``machine``: tests that hold something machine-wide. The namespace lab (root's network
+#: namespaces, sshd, tc, and the real Slurm and Ray clusters inside them): their bandwidth is
+#: measured (two labs at once on two cores make the shaped links miss their rates) and lab-4 is
+#: one session singleton per worker. Real Ray clusters (one at a time: each starts its own GCS,
+#: raylet and workers). Tests that look for stray probe processes machine-wide by command line
+#: (``pgrep -af 'iperf3 -s -1 -B 127.'``), so no other worker's live iperf3 server may run then.
+#: ``doc-<page>:<line>``: the commands of one doc block (tests/docs/test_doc_commands.py), which
+#: read each other's files.
+MACHINE_WIDE = ("tests/executors/test_ssh.py", "tests/executors/test_contract.py",
+                "tests/executors/test_ray_contract.py")
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("lab") or item.get_closest_marker("ray"):
+        return "machine"
+    cmd = getattr(item, "callspec", None) and item.callspec.params.get("cmd")
+    if item.nodeid.startswith("tests/docs/test_doc_commands.py::") and cmd is not None:
+        return f"doc-{cmd.doc.name}:{cmd.block}"  # a block's commands read each other's files
+    if item.nodeid.split("::", 1)[0] in MACHINE_WIDE:
+        return "machine"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: the mark is not registered
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = _xdist_group(item)
+            if group:
+                item.add_marker(pytest.mark.xdist_group(group))

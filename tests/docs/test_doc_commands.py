@@ -176,10 +176,27 @@ def _earlier_shared(cmd):
                  and c.line < cmd.line and "../shared/fixtures/" in c.text), None)
 
 
+@pytest.fixture(scope="session")
+def block_tmp(tmp_path_factory):
+    """One directory per doc block, standing in for ``/tmp`` in its commands: a block's later
+    command reads what an earlier one wrote there (the commands of a block run in order on one
+    xdist worker: tests/conftest.py), and no two blocks, workers or test runs share a file."""
+    dirs: dict[tuple[str, int], Path] = {}
+
+    def get(cmd) -> Path:
+        key = (cmd.doc.name, cmd.block)
+        if key not in dirs:
+            dirs[key] = tmp_path_factory.mktemp(f"{cmd.doc.stem}-{cmd.block}-tmp")
+        return dirs[key]
+
+    return get
+
+
 @pytest.mark.parametrize("cmd", [c for c in RUN if c.is_fabriccheck
                                  and (c.text, c.expect) not in SAMPLED], ids=lambda c: c.where)
-def test_documented_command_runs(cmd, tmp_path):
+def test_documented_command_runs(cmd, tmp_path, block_tmp):
     text = cmd.text.replace("../shared/fixtures/", f"{SHARED_FIXTURES}/")
+    text = text.replace("/tmp/", f"{block_tmp(cmd)}/")
     if "../shared/fixtures/" in cmd.text and not SHARED_FIXTURES.is_dir():
         pytest.skip(f"shared fixtures not found at {SHARED_FIXTURES}")
     needs = _earlier_shared(cmd)

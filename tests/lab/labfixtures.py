@@ -37,7 +37,7 @@ class Lab:
 
 
 _SHARED: dict = {"lab": None, "users": 0}
-TEST_LAB_RE = re.compile(r"^[tdce]\d{1,5}$")  # names the lab tests give their labs
+TEST_LAB_RE = re.compile(r"^[tdces]\d{1,5}$")  # names the lab tests give their labs
 
 
 def reap_stale_test_labs() -> list[str]:

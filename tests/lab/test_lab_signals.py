@@ -9,6 +9,7 @@ inside its namespace. The lab (lab-4) is this module's own, named ``sigl``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -45,12 +46,12 @@ def sigl(tmp_path_factory):
         pytest.skip(reason)
     from fabriccheck import lab
 
-    lab.down("sigl")  # a crashed earlier run's leftovers
-    info = lab.up("lab-4", name="sigl", directory=tmp_path_factory.mktemp("sigl"))
+    name = f"s{os.getpid() % 100000}"  # unique per run (xdist worker): runs at once never collide
+    info = lab.up("lab-4", name=name, directory=tmp_path_factory.mktemp("sigl"))
     try:
         yield info
     finally:
-        lab.down("sigl")
+        lab.down(name)
 
 
 def test_signal_file_over_ssh_drains_exactly_the_failing_host(sigl, tmp_path):

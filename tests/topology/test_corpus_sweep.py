@@ -25,8 +25,19 @@ pytestmark = pytest.mark.skipif(not CORPUS.is_dir(),
                                 reason=f"third-party corpus not present at {CORPUS}")
 
 
-@pytest.mark.parametrize("entry", [e for e in ENTRIES if e["format"] != "bad-input"],
-                         ids=lambda e: e["file"])
+#: dumps this large are fabrics of hundreds to thousands of nodes: the slow tier, with time
+#: for a whole sweep (the 2,328-node director's follow-up rounds search thousands of its
+#: internal links: minutes)
+LARGE_BYTES = 500_000
+
+
+def _param(entry: dict):
+    large = (CORPUS / entry["file"]).stat().st_size > LARGE_BYTES
+    marks = [pytest.mark.slow, pytest.mark.timeout(1800)] if large else []
+    return pytest.param(entry, id=entry["file"], marks=marks)
+
+
+@pytest.mark.parametrize("entry", [_param(e) for e in ENTRIES if e["format"] != "bad-input"])
 def test_a_sweep_on_the_imported_real_fabric_blames_nothing(entry, tmp_path):
     out = tmp_path / "fabric.yaml"
     flag = "--lldp" if entry["format"] == "lldp" else "--ibnetdiscover"
