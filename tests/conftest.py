@@ -44,6 +44,9 @@ os.environ.pop("FABRICCHECK_CONFIG", None)
 _CONFIG_HOME = tempfile.mkdtemp(prefix="fc-test-config-")
 atexit.register(shutil.rmtree, _CONFIG_HOME, ignore_errors=True)
 os.environ["XDG_CONFIG_HOME"] = _CONFIG_HOME
+#: the console is one width wherever the suite runs (a terminal's, or 80 without one, and an
+#: xdist worker's longer temporary paths would squeeze a table's other columns out)
+os.environ["COLUMNS"] = "160"
 #: run commands record history by default: tests write it to a throwaway place, never to ~
 if "FABRICCHECK_DB" not in os.environ:
     _HISTORY_DIR = tempfile.mkdtemp(prefix="fc-test-history-")
@@ -97,12 +100,12 @@ def _xdist_group(item: pytest.Item) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: the mark is not registered
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Each test's xdist group, set as it is collected (xdist's worker-side
+    ``collection_modifyitems`` reads the groups into the test ids the scheduler sees)."""
+    if not item.config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: the mark is unknown
         return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            group = _xdist_group(item)
-            if group:
-                item.add_marker(pytest.mark.xdist_group(group))
+    if item.get_closest_marker("xdist_group") is None:
+        group = _xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -109,6 +109,7 @@ def sweep(topo, faults, seed=0):
                SweepPolicy(seed=seed))
 
 
+@pytest.mark.slow
 def test_counters_are_judged_again_over_the_runs_span(topo):
     """A port erring at 0.2/s shows one error in the preflight's 5 s (noise: not even listed)
     and a dozen over the ladder: the closing read with the first round after the ladder

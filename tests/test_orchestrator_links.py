@@ -46,6 +46,7 @@ def link_score(res, fs) -> tuple[set, set]:
     return found - truth, truth - found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("nodes", "seed", "glitch"), [
     (128, 1, 0.02), (128, 2, 0.01), (256, 3, 0.02), (512, 4, 0.02), (1024, 5, 0.02),
     (1024, 6, 0.01),
@@ -59,6 +60,7 @@ def test_ib_link_precision_and_recall(nodes, seed, glitch):
     assert res.drain == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # 4,096 nodes: about 270 s of CPU here (the recheck and top-up)
 @pytest.mark.parametrize("seed", [1])  # one seed here, more in bench/
 def test_ib_rail_4096_glitches_never_convict_a_link(seed):
@@ -72,6 +74,7 @@ def test_ib_rail_4096_glitches_never_convict_a_link(seed):
     assert res.drain == [] and res.extra["link_coverage"]["share"] == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fabric_kind", ["infiniband", "roce"])
 @pytest.mark.parametrize("seed", [11, 12, 13])
 def test_no_healthy_link_bad_on_a_healthy_noisy_fabric(fabric_kind, seed):
@@ -103,6 +106,7 @@ def test_rounds_one_and_two_cover_every_leaf_uplink_on_rail_optimized_ib(name):
     assert cov["exercised"] == cov["total"] == len(view.switch_links)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ib-fattree-128", "ib-fattree3-512"])
 def test_fat_tree_sweep_covers_95_percent_per_tier_and_says_so(name):
     """Fat-trees route every flow to a NIC down one fixed spine link: pairs are chosen by
@@ -123,6 +127,7 @@ def test_fat_tree_sweep_covers_95_percent_per_tier_and_says_so(name):
     assert lcov["total"] == cov["total"] and cov["exercised"] <= lcov["exercised"] <= lcov["total"]
 
 
+@pytest.mark.slow
 def test_roce_demo_link_is_named_or_in_a_described_candidate_set():
     topo = load_topology("roce-rail-64")
     bad = link_key("leaf-1-2", "spine-3")
@@ -147,6 +152,7 @@ def _one_link(topo, link, kind: str, seed: int):
     return sweep(topo, {"noise": {"jitter": 0.03, "glitch_rate": 0.01}, "faults": [fault]}, seed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "link", "kind", "seed"), [
     ("ib-fattree-128", ("leaf-7", "spine-19"), "link_degraded", 3),
     ("ib-fattree-128", ("leaf-30", "spine-2"), "link_down", 4),
@@ -165,6 +171,7 @@ def test_fat_tree_single_link_named_exactly_within_five_rounds(name, link, kind,
     assert res.extra["routing"] == "d-mod-k"
 
 
+@pytest.mark.slow
 def test_a_dead_spine_is_one_switch_verdict_on_a_fat_tree():
     topo = load_topology("ib-fattree-128")
     faults = [{"kind": "link_down", "link": list(lk)}

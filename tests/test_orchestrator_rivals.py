@@ -66,6 +66,7 @@ def test_a_flapping_roce_uplink_and_nic_are_named_not_passed_silently():
     assert res.exit_code == 1 and not res.drain
 
 
+@pytest.mark.slow
 def test_a_dead_roce_spine_is_one_switch_and_no_nic_is_called_flaky():
     """RoCE, 128 nodes, every link of spine-2 down: two links and five NICs called flaky
     before; no test across the spine ever passed, so the spine is one hypothesis."""
@@ -114,6 +115,7 @@ def test_a_half_speed_uplink_of_a_two_node_leaf_is_named_within_the_link_bar(see
     assert set(res.drain) == set(fs.drain_nodes())
 
 
+@pytest.mark.slow
 def test_a_half_speed_roce_uplink_of_a_small_leaf_is_sampled_during_the_ladder():
     """RoCE, 256 nodes (seed 122): the half-speed uplink sat on a four-node leaf whose rail
     had two quarter-speed NICs; the two rail-pair rounds never sent a flow over it (an

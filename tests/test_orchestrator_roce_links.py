@@ -29,6 +29,7 @@ def held_out_link_run(topo, kind: str, seed: int):
     return res, truth, bad
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["link_degraded", "link_down"])
 def test_roce_single_link_faults_are_named_or_in_a_set_of_two(kind):
     topo = load_topology("roce-rail-64")
@@ -42,6 +43,7 @@ def test_roce_single_link_faults_are_named_or_in_a_set_of_two(kind):
     assert hits >= 0.9 * runs, f"{hits}/{runs}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["link_degraded", "link_down"])
 def test_wider_roce_fabric_names_the_link_within_five_rounds(kind):
     """A fabric the benchmarks never ran (6 leaves per rail, 16 spines, 4 rails): the two

@@ -57,6 +57,7 @@ def test_many_bad_nodes_at_once_act_on_none_and_say_why(tmp_path):
     assert all(len(a["evidence"]) >= 2 for a in summary["drain"])
 
 
+@pytest.mark.slow
 def test_flaky_node_rises_to_the_top_of_the_lemon_list(tmp_path):
     db = str(tmp_path / "h.sqlite")
     flaky = "node-020"

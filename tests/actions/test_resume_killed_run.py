@@ -58,6 +58,7 @@ def sweep(db, *, resume=None, run_id_out=False, stall=None, counter=None):
     return result
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_to_the_same_verdicts(tmp_path):
     db = str(tmp_path / "h.sqlite")
     with python_child(CHILD.format(repo=str(REPO), db=db)) as child:

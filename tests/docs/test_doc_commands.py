@@ -192,11 +192,39 @@ def block_tmp(tmp_path_factory):
     return get
 
 
+def _run(text: str, tmp: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-o", "pipefail", "-c", text], cwd=REPO, env=_env(tmp),
+                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+
+
+def _in_block_tmp(cmd, tmp: Path) -> str:
+    text = cmd.text.replace("../shared/fixtures/", f"{SHARED_FIXTURES}/")
+    return text.replace("/tmp/", f"{tmp}/")
+
+
+_SET_UP: set[tuple[str, int]] = set()
+
+
+def _set_up_block(cmd, tmp: Path, history: Path) -> None:
+    """Run, once per block, the block's commands before ``cmd`` that this test does not run
+    itself (their output is checked as a sample, tests/docs/test_doc_samples.py): a later
+    command reads the files they write."""
+    if (cmd.doc.name, cmd.block) in _SET_UP:
+        return
+    _SET_UP.add((cmd.doc.name, cmd.block))
+    for c in RUN:
+        if (c.doc == cmd.doc and c.block == cmd.block and c.line < cmd.line
+                and c.is_fabriccheck and (c.text, c.expect) in SAMPLED):
+            res = _run(_in_block_tmp(c, tmp), history)
+            assert res.returncode == c.expect, (
+                f"{c.where}: `{c.text}` (run first: {cmd.where} follows it) exited "
+                f"{res.returncode}, the doc says {c.expect}\nstderr: {res.stderr[-1500:]}")
+
+
 @pytest.mark.parametrize("cmd", [c for c in RUN if c.is_fabriccheck
                                  and (c.text, c.expect) not in SAMPLED], ids=lambda c: c.where)
 def test_documented_command_runs(cmd, tmp_path, block_tmp):
-    text = cmd.text.replace("../shared/fixtures/", f"{SHARED_FIXTURES}/")
-    text = text.replace("/tmp/", f"{block_tmp(cmd)}/")
+    text = _in_block_tmp(cmd, block_tmp(cmd))
     if "../shared/fixtures/" in cmd.text and not SHARED_FIXTURES.is_dir():
         pytest.skip(f"shared fixtures not found at {SHARED_FIXTURES}")
     needs = _earlier_shared(cmd)
@@ -205,8 +233,8 @@ def test_documented_command_runs(cmd, tmp_path, block_tmp):
                     f"(not found at {SHARED_FIXTURES})")
     assert shutil.which("fabriccheck", path=str(BIN)), "fabriccheck is not installed in the venv"
     try:
-        res = subprocess.run(["bash", "-o", "pipefail", "-c", text], cwd=REPO, env=_env(tmp_path),
-                             capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        _set_up_block(cmd, block_tmp(cmd), tmp_path)
+        res = _run(text, tmp_path)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{cmd.where}: `{cmd.text}` ran over {TIMEOUT_S} s")
     assert res.returncode == cmd.expect, (

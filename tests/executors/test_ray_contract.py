@@ -29,7 +29,7 @@ from tests.raycluster import (
     unavailable_reason,
 )
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(300)]
 ray = pytest.importorskip("ray")
 
 

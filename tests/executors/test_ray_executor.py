@@ -26,7 +26,7 @@ from fabriccheck.probes.launch import HostCommand, ProbeLaunch
 from tests.executors.test_ray_agent import procs_with, wait_gone
 from tests.raycluster import RAY_TEST_ENV, cluster_fixture
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(240)]
 ray = pytest.importorskip("ray")
 
 ray_cluster = pytest.fixture(scope="module")(cluster_fixture)

@@ -23,7 +23,7 @@ import pytest
 from tests.lab.labfixtures import inject, lab, lab4, stray_processes  # noqa: F401
 from tests.raycluster import FAST_FAILURE_ENV, RAY_TEST_ENV, lab_cluster, unavailable_reason
 
-pytestmark = [pytest.mark.ray, pytest.mark.lab, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.lab, pytest.mark.timeout(300)]
 REPO = Path(__file__).resolve().parents[2]
 FABRICCHECK = str(Path(sys.executable).with_name("fabriccheck"))
 

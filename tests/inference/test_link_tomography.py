@@ -7,6 +7,7 @@ leave it open, but never calls a healthy link bad and never drains a healthy nod
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +33,7 @@ def small_tree(tiers: int, per_leaf: int) -> object:
     return generate(gen, name=f"ft{tiers}", fabric="infiniband")
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(tiers=st.sampled_from([2, 3]), per_leaf=st.sampled_from([1, 2]),
        pick=st.integers(0, 10_000), seed=st.integers(0, 10_000),

@@ -67,6 +67,7 @@ def test_idle_iff_alive_and_all_of_the_resource_free(specs):
         assert n.idle == is_idle(n.resources, n.available, "GPU")
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.timeout(180)
 def test_discover_a_real_cluster_and_see_a_busy_gpu_node():

@@ -115,6 +115,7 @@ def test_pinned_flows_take_the_spine_their_traceroute_shows(ecmp) -> None:
             assert moved[other] < 1_000_000, moved  # and not over the other one
 
 
+@pytest.mark.slow
 def test_throttled_leaf_spine_link_is_named_without_draining(ecmp) -> None:
     orchestrator = pytest.importorskip("fabriccheck.orchestrator")
     from fabriccheck import lab

@@ -72,6 +72,7 @@ def test_enter_argv_runs_on_a_host_without_ssh(lab: Lab) -> None:
         assert load_inventory(lab.inventory).host(host).nic("eth0").ip in out
 
 
+@pytest.mark.slow
 def test_cli_sweep_over_ssh_finds_the_throttled_nic(lab: Lab) -> None:
     """The whole path: `fabriccheck sweep --executor ssh --inventory` as a subprocess."""
     import json
@@ -95,6 +96,7 @@ def test_cli_sweep_over_ssh_finds_the_throttled_nic(lab: Lab) -> None:
     assert result["rounds"] <= len(result["ladder"]["steps"]) + 3
 
 
+@pytest.mark.slow
 def test_sweep_over_ssh_localizes_the_throttled_uplink(lab: Lab) -> None:
     inject(lab, {"kind": "link_degraded", "link": ["leaf-2", "spine-1"], "factor": 0.5})
     result = sweep(lab)
@@ -106,6 +108,7 @@ def test_sweep_over_ssh_localizes_the_throttled_uplink(lab: Lab) -> None:
     assert set(named) <= {("leaf-1", "spine-1"), ("leaf-2", "spine-1")}
 
 
+@pytest.mark.slow
 def test_throttled_nic_behind_a_throttled_uplink_is_never_a_silent_pass(lab: Lab) -> None:
     """A slow NIC (host1, on leaf-1) and a slow uplink of the other leaf at once, over real
     traffic: the NIC is named (drained) or both stay open suspects, and the run exits 1 either

@@ -54,6 +54,7 @@ def sigl(tmp_path_factory):
         lab.down(name)
 
 
+@pytest.mark.slow
 def test_signal_file_over_ssh_drains_exactly_the_failing_host(sigl, tmp_path):
     ns = dict(sigl.netns)["host3"]
     subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "dev", "eth0", "mtu", "1400"],

@@ -118,6 +118,7 @@ def test_gate_whose_job_collective_has_nobody_left_to_run():
     assert not set(res.drain) - set(fs.bad_nodes())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,seed", [("ib-rail", 2), ("roce-rail", 2), ("ib-rail", 0)])
 def test_a_uniformly_slow_fabric_drains_nobody_at_scale(kind, seed):
     """Every link and NIC at 80 %: the 4x/8x groups sit at their floor, so a bisection half
