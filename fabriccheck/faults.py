@@ -64,6 +64,12 @@ KINDS: dict[str, tuple[str, ...]] = {
     "gid_mismatch": ("nic",),
     "mtu_mismatch": ("nic", "mtu"),
     "firmware_drift": ("nic", "version"),
+    # NVLink domains (docs/nvl72.md; names checked by fabriccheck.faults_nvl)
+    "nvlink_port_down": ("node", "gpu", "port"),
+    "nvswitch_down": ("rack", "tray"),
+    "imex_missing": ("node",),
+    "clique_mismatch": ("node",),
+    "nvlink_degraded": ("node", "gpu", "factor"),
 }
 NIC_KINDS = ("nic_degraded", "nic_down")
 NODE_KINDS = ("node_slow", "gpu_link_degraded", "node_hang", "node_unreachable")
@@ -77,6 +83,9 @@ WARN_NIC_KINDS = ("port_flap", "firmware_drift")
 #: misconfigurations that make a job run wrong (a fault: drained); firmware_drift is a warning
 CONFIG_NODE_KINDS = ("transport_fallback", "acs_enabled", "numa_misaligned")
 CONFIG_NIC_KINDS = ("pfc_disabled", "gid_mismatch", "mtu_mismatch")
+#: NVLink-domain faults (:mod:`fabriccheck.faults_nvl`); the tray itself is at fault in these
+NVL_NODE_KINDS = ("nvlink_port_down", "imex_missing", "clique_mismatch", "nvlink_degraded")
+NVL_KINDS = (*NVL_NODE_KINDS, "nvswitch_down")
 
 
 @dataclass(frozen=True)
@@ -110,10 +119,17 @@ class Fault:
     to: str | None = None
     mtu: int | None = None
     version: str | None = None
+    gpu: int | None = None
+    port: int | None = None
+    rack: str | None = None
+    tray: int | None = None
 
     @property
     def target(self) -> str | LinkKey:
-        """The component the fault sits on: a NIC endpoint, a node or a link key."""
+        """The component the fault sits on: a NIC endpoint, a node, a link key or an NVSwitch
+        tray (``rack-0-nvsw-3``)."""
+        if self.rack is not None:
+            return f"{self.rack}-nvsw-{self.tray}"
         return self.nic or self.node or self.link  # type: ignore[return-value]
 
 
@@ -199,6 +215,10 @@ class FaultSet:
                 raise ConfigError(f"no link between {f.link[0]!r} and {f.link[1]!r}",
                                   source=self.source, field=f"faults[{i}].link",
                                   hint="name a link as [a, b] with both ends from the topology")
+            if f.kind in NVL_KINDS:
+                from fabriccheck.faults_nvl import validate_nvl
+
+                validate_nvl(f, i, topology, self.source)
         return self
 
     # ---- queries ---------------------------------------------------------------------------

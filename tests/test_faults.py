@@ -96,7 +96,8 @@ def test_every_kind_is_accepted_with_its_fields():
     example = {"nic": "node-001/mlx5_0", "node": "node-001", "link": ["leaf-0-0", "spine-0"],
                "factor": 0.5, "probability": 0.3, "width": 8, "rate": 5.0,
                "reason": "thermal", "links": 2, "per_hour": 6.0, "xid": 79, "to": "socket",
-               "mtu": 1500, "version": "28.39.1002"}
+               "mtu": 1500, "version": "28.39.1002", "gpu": 1, "port": 3, "rack": "rack-0",
+               "tray": 2}
     for kind, fields in KINDS.items():
         fs = FaultSet.from_dict({"faults": [{"kind": kind, **{f: example[f] for f in fields}}]})
         assert fs.faults[0].kind == kind

@@ -261,7 +261,7 @@ def _judge_config_peers(state: SignalState,
     labels: dict[tuple, str] = {}
     skip: dict[str, set[str]] = {}
     severities: dict[str, str] = {}
-    readings: dict[str, tuple[SignalReadings, Observation]] = {}
+    readings: dict[tuple[str, str], tuple[SignalReadings, Observation]] = {}
     for name, r in state.by_signal.items():
         for target, obs in r.readings.items():
             last = next((o for o in reversed(obs) if o.status in (PASS, FAIL)
@@ -271,19 +271,24 @@ def _judge_config_peers(state: SignalState,
             kind = peer_class(target) if peer_class is not None else None
             sku = str(last.facts.get("config_class") or "")
             cls = (name, kind, sku)
-            settings[target], classes[target] = dict(last.facts["config"]), cls
+            # a node's settings may come from more than one signal (node-config; gpu-health's
+            # NVLink clique): merged, each judged with the reading that gave it
+            settings[target] = {**settings.get(target, {}), **last.facts["config"]}
+            if sku or target not in classes:  # the class of the reading that names the SKU
+                classes[target] = cls
             labels[cls] = " ".join(x for x in (sku, f"{kind:g} Gb/s" if isinstance(
-                kind, int | float) else "") if x)
-            skip[target] = set(last.facts.get("config_judged") or ())
+                kind, int | float) else kind if isinstance(kind, str) else "") if x)
+            skip.setdefault(target, set()).update(last.facts.get("config_judged") or ())
             severities.update(last.facts.get("config_severity") or {})
-            readings[target] = (r, last)
+            for setting in last.facts["config"]:
+                readings[(target, setting)] = (r, last)
     if not settings:
         return
     peers = judge_peers(settings, classes, severities, skip, labels=labels)
     state.config = peers.summary
     cat = builtin_catalogue()
     for o in peers.outliers:
-        r, last = readings[o.target]
+        r, last = readings[(o.target, o.setting)]
         check = SETTING_CHECKS.get(o.setting, "")
         part = f"nic {o.target.split('/', 1)[1]}" if "/" in o.target else "node"
         entry = {"target": o.target, "signal": r.spec.name, "severity": o.severity,

@@ -29,6 +29,8 @@ node-config    node     one command, ``== section`` markers: the driver      no 
 nic-config     nic      ``ibv_devinfo -d {nic}``; RoCE also ``ethtool -i``,  no fault finding
                         the netdev MTU, ``mlnx_qos -i``, the ECN enable
                         files and the GID types
+imex           node     ``nvidia-imex-ctl -q`` and ``-N`` (only with NVLink  no fault finding
+                        domains in the topology: docs/nvl72.md)
 =============  =======  ==================================================  =================
 
 The configuration checks (``node-config``, ``nic-config``; docs/config-checks.md) are judged
@@ -205,6 +207,21 @@ def preflight(spec: TestSpec, fabric: str, nic_gbps: Sequence[float] = ()) -> Pr
     return Preflight(tuple(signal_from_model(m) for m in model.signals), tuple(skipped))
 
 
+def imex_signal() -> SignalSpec:
+    """The ``imex`` check of a compute tray in an NVLink domain (docs/nvl72.md): its IMEX
+    daemon ``READY`` and its domain fully connected (``nvidia-imex-ctl -q`` and ``-N``)."""
+    from fabriccheck.probes.node.imex import IMEX_COMMAND
+    from fabriccheck.schema.base import check
+    from fabriccheck.schema.signals import SignalsFile
+    from fabriccheck.specs import signal_from_model
+
+    entry = {"name": "imex", "level": 1, "per": "node", "command": IMEX_COMMAND,
+             "parser": "node-imex", "unit": "faults", "pass": {"max": 0},
+             "timeout_s": PREFLIGHT_TIMEOUT_S}
+    model = check(SignalsFile, {"signals": [entry]}, source="built-in preflight")
+    return signal_from_model(model.signals[0])
+
+
 def run_signals(spec: TestSpec, topology: Topology, nodes: Sequence[str], policy: SweepPolicy
                 ) -> tuple[tuple[SignalSpec, ...], tuple[str, ...]]:
     """The run's signals: the built-in preflight (unless ``policy.preflight`` is off; its port
@@ -215,6 +232,8 @@ def run_signals(spec: TestSpec, topology: Topology, nodes: Sequence[str], policy
     # a node not in the topology is refused by the run itself (one line, exit 2), not here
     speeds = [nic.gbps for n in nodes if n in topology.nodes for nic in topology.nodes[n].nics]
     pre = preflight(spec, topology.fabric, speeds) if policy.preflight else None
+    if pre is not None and topology.domains and spec.gpus_per_node > 0:
+        pre = Preflight((*pre.signals, imex_signal()), pre.skipped)
     skipped = pre.skipped if pre else ("preflight off (--no-preflight)",)
     by_name: dict[str, SignalSpec] = {}
     for s in (*(pre.signals if pre else ()), *spec.signals, *policy.signals):

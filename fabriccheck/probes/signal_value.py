@@ -54,6 +54,7 @@ NODE_PARSERS: Mapping[str, str | None] = {
     "node-counters": None,
     "node-config": "node-config",
     "nic-config": "nic-config",
+    "node-imex": "imex",
 }
 
 

@@ -22,8 +22,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 #: block name -> the models it lists, in order (a doc may hold any block, any number of times)
 BLOCKS: dict[str, tuple[type[BaseModel], ...]] = {
     "topology": (topology.TopologyFile, topology.NodeModel, topology.NicModel,
-                 topology.SwitchModel, topology.LinkModel),
-    "generators": (topology.RailOptimized, topology.FatTree),
+                 topology.SwitchModel, topology.LinkModel, topology.NvlDomainModel),
+    "generators": (topology.RailOptimized, topology.FatTree, topology.Nvl72),
     "spec": (spec.SpecFile, spec.Probes, spec.ProbeBlock, spec.GroupBar, spec.ConfigBlock),
     "signals": (signals.SignalsFile, signals.SignalModel, signals.PassRule),
     "inventory": (inventory.InventoryFile, inventory.SshSettings, inventory.ProbeSettings,

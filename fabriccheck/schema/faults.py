@@ -8,6 +8,14 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from fabriccheck.schema.base import Name, StrictModel, fail
+from fabriccheck.schema.faults_nvl import (
+    NVL_MODELS,
+    CliqueMismatch,
+    ImexMissing,
+    NvlinkDegraded,
+    NvlinkPortDown,
+    NvswitchDown,
+)
 from fabriccheck.schema.fields import type_name
 
 
@@ -253,12 +261,13 @@ FAULT_MODELS = (NicDegraded, NicDown, NodeSlow, GpuLinkDegraded, NodeHang, NodeU
                 LinkDegraded, LinkDown, LinkFlapping, GpuMissing, PcieDowntrained,
                 PortErrors, Xid, GpuThrottle, RowRemapPending, NvlinkDown,
                 PortFlap, TransportFallback, AcsEnabled, NumaMisaligned, PfcDisabled,
-                GidMismatch, MtuMismatch, FirmwareDrift)  # fmt: skip
+                GidMismatch, MtuMismatch, FirmwareDrift, *NVL_MODELS)  # fmt: skip
 AnyFault = Annotated[
     NicDegraded | NicDown | NodeSlow | GpuLinkDegraded | NodeHang | NodeUnreachable
     | LinkDegraded | LinkDown | LinkFlapping | GpuMissing | PcieDowntrained | PortErrors
     | Xid | GpuThrottle | RowRemapPending | NvlinkDown | PortFlap | TransportFallback
-    | AcsEnabled | NumaMisaligned | PfcDisabled | GidMismatch | MtuMismatch | FirmwareDrift,
+    | AcsEnabled | NumaMisaligned | PfcDisabled | GidMismatch | MtuMismatch | FirmwareDrift
+    | NvlinkPortDown | NvswitchDown | ImexMissing | CliqueMismatch | NvlinkDegraded,
     Field(discriminator="kind"),
 ]
 

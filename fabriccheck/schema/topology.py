@@ -46,7 +46,37 @@ class FatTree(StrictModel):
     core_gbps: Positive | None = Field(None, description="3 tiers only; default: uplink_gbps")
 
 
-Generator = Annotated[RailOptimized | FatTree, Field(discriminator="kind")]
+class Nvl72(StrictModel):
+    """``generator: {kind: nvl72}``: GB200/GB300 NVL72 racks (NVLink domains of compute trays
+    and NVSwitch trays) joined by a rail-optimized scale-out fabric, one NIC per rail per tray."""
+
+    kind: Literal["nvl72"]
+    racks: Count = Field(description="NVLink domains, named rack-0 …; trays node-001 … in order")
+    trays_per_rack: Count = Field(18, description="compute trays (nodes) per rack")
+    gpus_per_tray: Count = Field(4, description="GPUs per compute tray")
+    switch_trays: Count = Field(9, description="NVSwitch trays per rack")
+    chips_per_switch_tray: Count = Field(2, description="NVSwitch chips per switch tray")
+    nvlink_ports: Count = Field(18, description="NVLink ports per GPU; port p goes to chip p")
+    nics_per_tray: Count = Field(4, description="scale-out NICs (rails) per tray")
+    trays_per_leaf: Count | None = Field(None, description="default: trays_per_rack")
+    spines: int | None = Field(None, ge=0, description="default: trays_per_leaf (non-blocking)")
+    nic_gbps: Positive = Field(400.0, description="scale-out NIC speed")
+    uplink_gbps: Positive | None = Field(None, description="leaf-spine speed; default nic_gbps")
+
+
+Generator = Annotated[RailOptimized | FatTree | Nvl72, Field(discriminator="kind")]
+
+
+class NvlDomainModel(StrictModel):
+    """An NVLink domain (rack): its compute trays and its NVSwitch fabric's shape; the GPU port
+    to switch chip wiring follows by rule (port p to chip p mod chips)."""
+
+    name: Name = Field(description="unique, e.g. rack-0")
+    trays: list[Name] = Field(min_length=1, description="its compute trays: node names")
+    gpus_per_tray: Count = Field(4, description="GPUs per tray (each tray node has this many)")
+    switch_trays: Count = Field(9, description="NVSwitch trays")
+    chips_per_switch_tray: Count = Field(2, description="switch chips per NVSwitch tray")
+    ports_per_gpu: Count = Field(18, description="NVLink ports per GPU")
 
 
 class NicModel(StrictModel):
@@ -119,3 +149,6 @@ class TopologyFile(StrictModel):
         ".fdbs output) or ibtracert traces, relative to this file; without it routes follow "
         "the D-mod-K model")
     lab: LabOptions | None = Field(None, description="how the namespace lab builds it")
+    nvlink_domains: list[NvlDomainModel] | None = Field(
+        None, description="NVLink domains (GB200/GB300 NVL72 racks; the nvl72 generator makes "
+        "them); docs/nvl72.md")

@@ -60,6 +60,14 @@ def topology_to_yaml(
                 extra += f", {name}: " + (str(ports[0]) if len(ports) == 1 else
                                           "[" + ", ".join(map(str, ports)) + "]")
         lines.append(f"  - {{a: {_q(link.a)}, b: {_q(link.b)}, gbps: {_num(link.gbps)}{extra}}}")
+    if topo.domains:  # NVLink domains (docs/nvl72.md): the wiring follows by rule
+        lines.append("nvlink_domains:")
+        for d in topo.domains.values():
+            trays = ", ".join(_q(t) for t in d.trays)
+            lines.append(f"  - {{name: {_q(d.name)}, trays: [{trays}], gpus_per_tray: "
+                         f"{d.gpus_per_tray}, switch_trays: {d.switch_trays}, "
+                         f"chips_per_switch_tray: {d.chips_per_switch_tray}, "
+                         f"ports_per_gpu: {d.ports_per_gpu}}}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,5 @@
-"""Topology generators: rail-optimized and fat-tree (2- and 3-tier) fabrics from a few parameters.
+"""Topology generators: rail-optimized and fat-tree (2- and 3-tier) fabrics from a few parameters,
+and GB200/GB300 NVL72 racks (:mod:`.nvl72`: NVLink domains over a rail-optimized fabric).
 
 Names follow the shared conventions: nodes ``node-001`` (zero-padded to the width of the node
 count, at least 3 digits), NICs ``mlx5_<rail>``, switches ``leaf-<group>-<rail>`` / ``spine-<i>``
@@ -23,6 +24,10 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "fat-tree": (
         "tiers", "nodes", "gpus_per_node", "rails", "nodes_per_leaf", "spines", "leaves_per_pod",
         "spines_per_pod", "pods", "cores", "nic_gbps", "uplink_gbps", "core_gbps",
+    ),
+    "nvl72": (
+        "racks", "trays_per_rack", "gpus_per_tray", "switch_trays", "chips_per_switch_tray",
+        "nvlink_ports", "nics_per_tray", "trays_per_leaf", "spines", "nic_gbps", "uplink_gbps",
     ),
 }
 KINDS = tuple(PARAMS)
@@ -173,9 +178,16 @@ def _fat_tree(f: Fields, name: str, fabric: str) -> Topology:
     return (_fat_tree_2 if tiers == 2 else _fat_tree_3)(f, name, fabric)
 
 
+def _nvl72(f: Fields, name: str, fabric: str) -> Topology:
+    from fabriccheck.topology.nvl72 import nvl72
+
+    return nvl72(f, name, fabric, _rail_optimized)
+
+
 _GENERATORS: dict[str, Callable[[Fields, str, str], Topology]] = {
     "rail-optimized": _rail_optimized,
     "fat-tree": _fat_tree,
+    "nvl72": _nvl72,
 }
 
 
@@ -192,7 +204,8 @@ def generate(
     Parameters
     ----------
     gen
-        ``{"kind": "rail-optimized" | "fat-tree", ...parameters}`` as in docs/design.md.
+        ``{"kind": "rail-optimized" | "fat-tree" | "nvl72", ...parameters}`` as in
+        docs/design.md (nvl72: docs/nvl72.md).
     name, fabric
         The topology's name and fabric (``roce`` or ``infiniband``).
     source, field

@@ -15,7 +15,9 @@ Explicit form::
     links:
       - {a: host1/eth0, b: leaf-1, gbps: 1}        # count: N optional (parallel cables merged)
 
-Generator form: ``generator: {kind: rail-optimized | fat-tree, ...}`` instead of the three lists.
+Generator form: ``generator: {kind: rail-optimized | fat-tree | nvl72, ...}`` instead of the three
+lists. Either form may add ``nvlink_domains:`` (NVLink domains over its nodes: docs/nvl72.md;
+the nvl72 generator makes its own).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from fabriccheck.topology.model import FABRICS, TIERS, Link, Nic, Node, Switch, 
 
 TOP_FIELDS = (
     "name", "fabric", "spec", "gpus_per_node", "description", "generator", "nodes", "switches",
-    "links", "routes", "lab",
+    "links", "routes", "lab", "nvlink_domains",
 )
 LAB_MODES = ("bridged", "routed")
 
@@ -126,6 +128,8 @@ def topology_from_dict(data: Any, *, source: str, require_tree: bool = False) ->
         topo = _explicit(top, name, fabric, gpus)
     topo.spec, topo.gpus_per_node, topo.source = spec, gpus, source
     topo.lab_mode = lab_mode
+    if top.has("nvlink_domains"):
+        _domains(top, topo)
     check_structure(topo, source=source, require_tree=require_tree)
     if top.has("routes"):
         _attach(top, topo)
@@ -146,6 +150,16 @@ def _attach(top: Fields, topo: Topology) -> None:
             raise top.error(f"no such routes file {str(p)!r}", "routes",
                             hint="a path relative to the topology file")
     attach_routes(topo, paths)
+
+
+def _domains(top: Fields, topo: Topology) -> None:
+    """``nvlink_domains:`` (optional; the nvl72 generator makes its own)."""
+    from fabriccheck.topology.nvlink_load import read_domains
+
+    if topo.domains:
+        raise top.error("the nvl72 generator makes the NVLink domains", "nvlink_domains",
+                        hint="remove nvlink_domains, or use the explicit form")
+    topo.domains = read_domains(top, topo)
 
 
 def _lab_mode(top: Fields) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from fabriccheck.models import LinkKey, link_key
 from fabriccheck.schema.values import FABRICS, TIERS
+from fabriccheck.topology.nvlink import NvlDomain
 
 if TYPE_CHECKING:  # networkx is imported when .graph is first asked for (CLI start-up)
     import networkx as nx
@@ -130,6 +131,8 @@ class Topology:
     routes_source: str = ""
     #: how the namespace lab builds it: "bridged" (Linux bridges, a tree) or "routed" (ECMP)
     lab_mode: str = "bridged"
+    #: NVLink domains by name (GB200/GB300 NVL72 racks; :mod:`.nvlink`); empty without them
+    domains: dict[str, NvlDomain] = field(default_factory=dict)
 
     # ---- structure -------------------------------------------------------------------------
     @cached_property
@@ -194,6 +197,14 @@ class Topology:
     @cached_property
     def _node_index(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(sorted(self.nodes))}
+
+    @cached_property
+    def _domain_of(self) -> dict[str, NvlDomain]:
+        return {tray: d for d in self.domains.values() for tray in d.trays}
+
+    def domain_of(self, node: str) -> NvlDomain | None:
+        """The NVLink domain ``node`` is a compute tray of, or None."""
+        return self._domain_of.get(node) if self.domains else None
 
     def nic(self, node: str, rail: int) -> str:
         """The endpoint of ``node``'s NIC on ``rail``."""
@@ -363,6 +374,8 @@ class Topology:
                 for s in sorted(self.switches.values(), key=lambda s: s.name)
             ],
             "links": [_link_json(lk) for lk in self.links.values()],
+            **({"nvlink_domains": [d.to_json() for d in self.domains.values()]}
+               if self.domains else {}),
         }
 
 

@@ -65,16 +65,21 @@ class FabricView:
                 out[key[1]] += 1
         return dict(out)
 
-    def peer_class(self, target: str) -> float | None:
+    def peer_class(self, target: str) -> float | str | None:
         """What a node-local reading of ``target`` is compared with: a NIC (``node/nic``)
-        with NICs of its own line rate, a node with every node (None).
+        with NICs of its own line rate, a compute tray of an NVLink domain with the trays of
+        its domain (the domain's name: a rack's cluster and clique are its own), any other
+        node with every node (None).
 
         >>> from fabriccheck.topology.load import load_topology
         >>> FabricView(load_topology("lab-4")).peer_class("host1/eth0")
         1.0
         """
         nic = self.topology.nics.get(target)
-        return None if nic is None else nic.gbps
+        if nic is None:
+            d = self.topology.domain_of(target)
+            return None if d is None else d.name
+        return nic.gbps
 
     def check_nodes(self, nodes: list[str], source: str = "--nodes") -> None:
         """Raise a one-line ConfigError when a node is not in the topology."""

@@ -307,6 +307,11 @@ class SimExecutor:
             gpus = (self.spec.gpus_per_node if self.spec else 0) or n.gpus
             facts = preflight.node_facts(node, {nic.name: nic.gbps for nic in n.nics}, gpus,
                                          self.gpu_name, self._node_faults(node))
+            if self.topology.domains:  # a compute tray: what it sees of its NVLink domain
+                from fabriccheck.executors.sim.nvl_world import nvl_facts
+
+                facts = replace(facts, nvl=nvl_facts(self.topology, node, self.faults,
+                                                     self.mgmt_ip))
             self._node_facts[node] = facts
         peer_ips = {nic.endpoint: self.nic_ip(nic.endpoint) for n in test.nodes[1:2]
                     for nic in self.topology.nodes[n].nics}

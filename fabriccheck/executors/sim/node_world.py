@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from fabriccheck.executors.sim.model import KeyedHash, stable_hash
 from fabriccheck.faults import FaultSet
@@ -100,6 +101,8 @@ class NodeFacts:
     firmware: dict[str, str] = field(default_factory=dict)
     pfc_off: frozenset[str] = frozenset()
     gid_v1: frozenset[str] = frozenset()
+    #: the tray's NVLink domain (:class:`~.nvl_world.NvlFacts`), None outside one
+    nvl: Any = None
 
     @property
     def listed_gpus(self) -> int:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import re
 
-from fabriccheck.executors.sim import node_config, node_text
+from fabriccheck.executors.sim import node_config, node_text, nvl_text
 from fabriccheck.executors.sim.model import stable_hash
 from fabriccheck.executors.sim.node_world import (
     MAX_PCIE_WIDTH,
@@ -115,11 +115,17 @@ def _smi_list(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
 
 def _smi_query(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
     bg = background(seed, node, facts)
-    return ToolRun(node_text.smi_query(facts, bg, seed, node, clock_s), duration_s=1.5)
+    text = node_text.smi_query(facts, bg, seed, node, clock_s)
+    if facts.nvl is not None:  # a compute tray of an NVLink domain: its GPUs' Fabric sections
+        text = nvl_text.with_fabric(text, facts.nvl)
+    return ToolRun(text, duration_s=1.5)
 
 
 def _smi_nvlink(m, command, node, facts, seed, fabric, clock_s) -> ToolRun:
-    return ToolRun(node_text.smi_nvlink(facts, seed, node), duration_s=0.6)
+    text = node_text.smi_nvlink(facts, seed, node)
+    if facts.nvl is not None:
+        text = nvl_text.with_dead_links(text, facts.nvl)
+    return ToolRun(text, duration_s=0.6)
 
 
 # ---- sysfs -----------------------------------------------------------------------------------
@@ -318,6 +324,8 @@ _SECTIONS = (
      lambda f, nic, *a: node_config.ecn_enable(f, nic)),
     (rf"grep -H \. /sys/class/infiniband/{_W}/ports/1/gid_attrs/types/\* 2>/dev/null",
      lambda f, nic, seed, node, fabric, m: node_config.gid_types(f, m[1])),
+    (r"nvidia-imex-ctl -q 2>&1", lambda f, *a: nvl_text.imex_status(f.nvl)),
+    (r"nvidia-imex-ctl -N 2>&1", lambda f, *a: nvl_text.imex_domain(f.nvl, 0.0)),
 )
 _SECTION_RES = tuple((re.compile(p), fn) for p, fn in _SECTIONS)
 _DEV_RE = re.compile(_DEV)

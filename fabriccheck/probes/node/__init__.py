@@ -13,4 +13,5 @@ NODE_TOOLS = (
     "nvidia-smi", "nvidia-smi-q", "nvidia-smi-qx", "nvidia-smi-L", "nvidia-smi-topo",
     "nvidia-smi-nvlink", "kernel-log", "ibstat", "ibstatus", "ib-sysfs", "perfquery",
     "ethtool", "ethtool-S", "lspci", "rocm-smi", "amd-smi", "node-config", "nic-config",
+    "imex",
 )

@@ -41,6 +41,8 @@ SETTING_CHECKS: Mapping[str, str] = {
     "gpu_driver": "cfg-gpu-driver", "gpudirect": "cfg-gpudirect", "nic_driver": "cfg-nic-driver",
     "gpu_nic": "cfg-gpu-nic", "acs": "cfg-acs", "firmware": "cfg-nic-firmware",
     "mtu": "cfg-mtu", "trust": "cfg-trust", "pfc": "cfg-pfc", "ecn": "cfg-ecn", "gid": "cfg-gid",
+    # nvidia-smi -q Fabric (smi_fabric.py): a tray's cluster/clique against its rack's trays
+    "nvlink_clique": "gpu-fabric-clique-peers",
 }
 #: ``nvidia-smi topo -m`` distances, nearest first
 DISTANCES = ("PIX", "PXB", "PHB", "NODE", "SYS")

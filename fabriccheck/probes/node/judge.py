@@ -59,6 +59,7 @@ JUDGES: Mapping[str, tuple[str, str]] = {
     "amd-smi": ("amd", "judge_amd_smi"),
     "node-config": ("config", "judge_node_config"),
     "nic-config": ("config_nic", "judge_nic_config"),
+    "imex": ("imex", "judge_imex"),
 }
 assert set(JUDGES) == set(NODE_TOOLS)
 
@@ -68,6 +69,7 @@ assert set(JUDGES) == set(NODE_TOOLS)
 DETECTORS: tuple[tuple[str, str, str], ...] = (
     ("node-config", "config", "looks_like_node_config"),
     ("nic-config", "config", "looks_like_nic_config"),
+    ("imex", "imex", "looks_like_imex"),
     ("nvidia-smi-qx", "smi_xml", "looks_like_xml"),
     ("rocm-smi", "amd", "looks_like_rocm_smi"),
     ("amd-smi", "amd", "looks_like_amd_smi"),

@@ -131,6 +131,24 @@ def _judge_gpu(g: dict, node_up: bool, usual: float | None, usual_count: int,
     return out
 
 
+def _switch_side(gpus: list[dict], findings: list[Finding], cat: Catalogue) -> list[Finding]:
+    """On a multi-node NVLink tray (GB200/GB300: the NVSwitches sit in the rack's switch
+    trays, not in the tray) the same links inactive on every GPU point at the switch chips
+    they are cabled to, not at this tray: one ``gpu-nvlink-switch-side`` warning instead of a
+    fault per GPU (the rack's other trays show the same; docs/nvl72.md)."""
+    products = cat.param("gpu-nvlink-switch-side", "products", []) or []
+    off = [frozenset(n for n, v in g["links"].items() if v is None) for g in gpus]
+    if (len(gpus) < 2 or not off[0] or len(set(off)) != 1
+            or any(len(off[0]) >= len(g["links"]) for g in gpus)  # every link down: the tray
+            or not all(any(p in g["product"] for p in products) for g in gpus)):
+        return findings
+    rest = [f for f in findings if f.check != "gpu-nvlink-inactive"]
+    links = ", ".join(map(str, sorted(off[0])))
+    return [*rest, cat.finding("gpu-nvlink-switch-side", part="node", what=(
+        f"NVLink {links} inactive on all {len(gpus)} GPUs: the NVSwitch side (the chips "
+        "these ports are cabled to), not this tray"), line=f"Link {min(off[0])}: <inactive>")]
+
+
 def judge_nvlink(text: str, catalogue: Catalogue, context) -> NodeReport:
     """Judge ``nvidia-smi nvlink -s`` / ``--status``."""
     gpus = parse_nvlink(text)
@@ -143,6 +161,7 @@ def judge_nvlink(text: str, catalogue: Catalogue, context) -> NodeReport:
         peers_up = any(v is not None for p in gpus if p is not g for v in p["links"].values())
         findings += _judge_gpu(g, peers_up, usual, usual_count, catalogue, g is gpus[-1],
                                len(gpus) == 1)
+    findings = _switch_side(gpus, findings, catalogue)
     inactive = {f"GPU {g['index']}": sorted(n for n, v in g["links"].items() if v is None)
                 for g in gpus if any(v is None for v in g["links"].values())}
     facts = {"gpus": len(gpus), "gpus_listed": len(gpus), "links_per_gpu": usual_count,

@@ -671,5 +671,8 @@ def judge_query(text: str, catalogue: Catalogue, context) -> NodeReport:
     header, gpus, cut = parse_query(text)
     extra: list[Finding] = message_findings(text, catalogue)
     attached = num(header.get("attached gpus"))
-    return judge_states("nvidia-smi-q", gpus, catalogue, context, driver=header.get(
+    report = judge_states("nvidia-smi-q", gpus, catalogue, context, driver=header.get(
         "driver version"), attached=attached, extra=extra, reason=cut)
+    from fabriccheck.probes.node.smi_fabric import with_fabric  # GB200: NVLink fabric state
+
+    return with_fabric(report, text, catalogue)

@@ -12,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabriccheck.probes._text import strip_source_line
-from fabriccheck.probes.node import NODE_TOOLS, amd, smi_nvlink, smi_query, smi_table, smi_xml
+from fabriccheck.probes.node import (
+    NODE_TOOLS,
+    amd,
+    smi_fabric,
+    smi_nvlink,
+    smi_query,
+    smi_table,
+    smi_xml,
+)
 from fabriccheck.probes.node.catalogue import builtin_catalogue, load_catalogue
 from fabriccheck.probes.node.judge import NodeContext, detect_node_tool, judge_node_text
 from tests.conftest import LOCAL_FIXTURES
@@ -20,7 +28,7 @@ from tests.conftest import LOCAL_FIXTURES
 NODE = LOCAL_FIXTURES / "node"
 GPU_FIXTURES = sorted(p for p in NODE.glob("*") if p.name.startswith(("nvidia-smi", "amd",
                                                                       "rocm")))
-MODULES = (smi_query, smi_xml, smi_table, smi_nvlink, amd)
+MODULES = (smi_query, smi_xml, smi_table, smi_nvlink, smi_fabric, amd)
 
 
 def read(name: str) -> str:
@@ -158,8 +166,8 @@ def test_the_repo_fixtures_of_other_tools_are_not_gpu_outputs():
     for p in others:
         text = strip_source_line(p.read_text(encoding="utf-8", errors="replace"))
         tool = detect_node_tool(text)
-        if p.parent.name == "preflight" and "nvidia-smi" in p.name:
-            continue  # the preflight's own nvidia-smi fixtures
+        if p.parent.name in ("preflight", "nvl72") and "nvidia-smi" in p.name:
+            continue  # the preflight's and the NVL72 tests' own nvidia-smi fixtures
         assert not (tool or "").startswith(("nvidia-smi", "rocm", "amd")), (p, tool)
 
 
