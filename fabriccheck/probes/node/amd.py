@@ -348,8 +348,8 @@ def _report(tool: str, gpus: list[AmdGpu], cat: Catalogue, context, reason: str)
         reason = "no GPU in the output"
     temps = [g.temp_c for g in gpus if g.temp_c is not None]
     cur = [g.current for g in gpus if g.current]
-    counters = {k: _one([g.counters.get(k) for g in gpus]) for k in
-                {k for g in gpus for k in g.counters}}
+    counters = {k: _one([g.counters.get(k) for g in gpus]) for k in  # sorted: the same
+                sorted({k for g in gpus for k in g.counters})}  # order whatever the hash seed
     facts = {"gpus": len(gpus), "gpus_shown": len(gpus), "product": _one(
         [g.product or None for g in gpus]), "partitions": _one([g.partitions for g in gpus]),
         "temp_c_range": [round(min(temps)), round(max(temps))] if temps else None,

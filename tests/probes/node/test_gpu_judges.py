@@ -543,3 +543,27 @@ def test_a_query_cut_inside_a_section_is_never_healthy(sample, data):
     cut = data.draw(st.integers(first, max(first, last)))
     report = judge_node_text("\n".join(lines[:cut]) + "\n")
     assert report.node_verdict != "healthy", report.reason
+
+
+_FACT_ORDER = """
+import json, sys
+sys.path.insert(0, {repo!r})
+from tests.probes.node.test_gpu_judges import judge
+print(json.dumps([list(judge(n).facts) for n in {names!r}]))
+"""
+
+
+def test_facts_come_in_the_same_order_whatever_the_hash_seed():
+    """A report's facts (the run JSON, the history) list their keys in one order in every
+    process: AMD counters were once ordered by a set's iteration (``PYTHONHASHSEED``)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    names = [p.name for p in GPU_FIXTURES if p.name.startswith(("amd", "rocm"))]
+    code = _FACT_ORDER.format(repo=str(REPO), names=names)
+    orders = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env={"PYTHONHASHSEED": str(seed), "PATH": "/usr/bin"},
+                             cwd=REPO).stdout for seed in (1, 2, 3, 4)}
+    assert len(orders) == 1 and names, orders
