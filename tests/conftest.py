@@ -100,9 +100,17 @@ def _xdist_group(item: pytest.Item) -> str | None:
     return None
 
 
+#: the slow tier's timeout where a test sets none (pyproject's 300 s is the fast tier's): its
+#: sweeps of thousands of nodes take minutes of CPU, more when both workers are busy
+SLOW_TIMEOUT_S = 1200
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     """Each test's xdist group, set as it is collected (xdist's worker-side
-    ``collection_modifyitems`` reads the groups into the test ids the scheduler sees)."""
+    ``collection_modifyitems`` reads the groups into the test ids the scheduler sees); a slow
+    test's timeout."""
+    if item.get_closest_marker("slow") and item.get_closest_marker("timeout") is None:
+        item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
     if not item.config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: the mark is unknown
         return
     if item.get_closest_marker("xdist_group") is None:

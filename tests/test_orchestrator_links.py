@@ -61,7 +61,7 @@ def test_ib_link_precision_and_recall(nodes, seed, glitch):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # 4,096 nodes: about 270 s of CPU here (the recheck and top-up)
+@pytest.mark.timeout(1800)  # 4,096 nodes: 270-700 s here (the recheck and top-up; load)
 @pytest.mark.parametrize("seed", [1])  # one seed here, more in bench/
 def test_ib_rail_4096_glitches_never_convict_a_link(seed):
     """The colleague's case: ~160 glitches per round; one injected link, found exactly."""
