@@ -292,15 +292,7 @@ def run_ib_write_bw(
         err = render.render_perftest_completion_error(128)
         return ToolRun("\n".join(lines) + "\n", stderr="\n".join(err) + "\n", exit_code=1,
                        duration_s=PERFTEST_SETUP_S + 8.0)
-    msg_rate = bw_gbps * 1e9 / 8 / size_bytes / 1e6
-    if duration_s is not None:
-        run_s = duration_s
-        count = int(bw_gbps * 1e9 / 8 / size_bytes * duration_s)
-        peak = 0.0
-    else:
-        count = iters
-        run_s = iters * size_bytes * 8 / (bw_gbps * 1e9) if bw_gbps > 0 else test.timeout_s
-        peak = bw_gbps * 1.0005
+    msg_rate, count, run_s, peak = _bw_run(test, bw_gbps, size_bytes, duration_s, iters)
     if PERFTEST_SETUP_S + run_s > test.timeout_s:
         return ToolRun("\n".join(lines) + "\n", exit_code=None, duration_s=test.timeout_s,
                        timed_out=True)
@@ -310,19 +302,22 @@ def run_ib_write_bw(
                    duration_s=round(PERFTEST_SETUP_S + run_s, 3))
 
 
+def _bw_run(test: Test, bw_gbps: float, size_bytes: int, duration_s: float | None,
+            iters: int) -> tuple[float, int, float, float]:
+    """An ib_write_bw run's message rate (Mpps), iterations, seconds and peak (Gb/s): a timed
+    run (``-D``) counts what fits its duration and prints no peak."""
+    msg_rate = bw_gbps * 1e9 / 8 / size_bytes / 1e6
+    if duration_s is not None:
+        return msg_rate, int(bw_gbps * 1e9 / 8 / size_bytes * duration_s), duration_s, 0.0
+    run_s = iters * size_bytes * 8 / (bw_gbps * 1e9) if bw_gbps > 0 else test.timeout_s
+    return msg_rate, iters, run_s, bw_gbps * 1.0005
+
+
 def _ib_write_bw_ok(test: Test, ctx: ToolContext, flow: Flow, bw_gbps: float, size_bytes: int,
                     duration_s: float | None, iters: int) -> ToolRun:
     """:func:`run_ib_write_bw` of a run that completed on InfiniBand, as one string: the same
     header box, address lines, table and separator (the box text is built once per HCA)."""
-    msg_rate = bw_gbps * 1e9 / 8 / size_bytes / 1e6
-    if duration_s is not None:
-        run_s = duration_s
-        count = int(bw_gbps * 1e9 / 8 / size_bytes * duration_s)
-        peak = 0.0
-    else:
-        count = iters
-        run_s = iters * size_bytes * 8 / (bw_gbps * 1e9) if bw_gbps > 0 else test.timeout_s
-        peak = bw_gbps * 1.0005
+    msg_rate, count, run_s, peak = _bw_run(test, bw_gbps, size_bytes, duration_s, iters)
     h = stable_hash(ctx.seed, ctx.round_no, test.test_id, "qp")
     head = (f"{_ib_box(_nic_name(flow.src), ctx.link_type, duration_s is not None)}"
             f" local address: LID {ctx.nic_lid(flow.src):#04x} QPN {0x40 + h % 0x4000:#06x} "
