@@ -11,14 +11,37 @@ simulator's (``executors/sim/nvl_world.py``); what a perfect tool would report i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fabriccheck.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from fabriccheck.faults import Fault
     from fabriccheck.topology.model import Topology
     from fabriccheck.topology.nvlink import NvlDomain
+
+
+
+class Fault(Protocol):
+    """The fields of :class:`fabriccheck.faults.Fault` read here (a protocol, so this module
+    does not import the one that calls it)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def node(self) -> str | None: ...
+    @property
+    def gpu(self) -> int | None: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def rack(self) -> str | None: ...
+    @property
+    def tray(self) -> int | None: ...
+    @property
+    def factor(self) -> float | None: ...
+    @property
+    def target(self) -> object: ...
+
 
 __all__ = ["cut_off_trays", "dead_ports", "nvl_truth", "nvlink_bandwidth", "validate_nvl"]
 
