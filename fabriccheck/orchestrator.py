@@ -80,18 +80,9 @@ def run(
     """
     t0 = time.monotonic()
     policy = policy or SweepPolicy(mode=mode)
-    view = FabricView(topology)
     nodes = sorted(set(nodes))
-    if not nodes:
-        raise ConfigError("no nodes to test", source="--nodes", hint="give --nodes or a topology")
-    view.check_nodes(nodes)
-    scope = set(nodes)
-    signals, skipped = run_signals(spec, topology, nodes, policy)
-    catalogue = load_catalogue(spec.node_checks, source=f"{spec.source or spec.name}:node_checks")
-    learner = PathLearner.for_executor(view, executor, policy.seed)
-    ctx = RunContext(mode, tuple(nodes), view, spec, policy,
-                     tuple(n for n in log_suspects if n in scope), signals,
-                     learns_paths=learner is not None, catalogue=catalogue)
+    ctx, skipped, learner = _context(mode, nodes, topology, spec, executor, policy, log_suspects)
+    view = ctx.view
     planner = Planner(ctx)
     on_round = on_round or getattr(executor, "on_round", None)
     history, inf, end, sig = _loop(ctx, planner, executor, progress, learner, on_round, meter)
@@ -103,6 +94,25 @@ def run(
     if learner is not None and learner.stats.pinned_flows:
         result.extra["path_learning"] = learner.stats.to_json()
     return result
+
+
+def _context(mode: str, nodes: list[str], topology: Topology, spec: TestSpec, executor: Executor,
+             policy: SweepPolicy, log_suspects: Sequence[str],
+             ) -> tuple[RunContext, tuple[str, ...], PathLearner | None]:
+    """What every round of the run shares: the checked nodes, the node-local signals, the
+    catalogue of node checks and the path learner (when the executor learns paths)."""
+    view = FabricView(topology)
+    if not nodes:
+        raise ConfigError("no nodes to test", source="--nodes", hint="give --nodes or a topology")
+    view.check_nodes(nodes)
+    scope = set(nodes)
+    signals, skipped = run_signals(spec, topology, nodes, policy)
+    catalogue = load_catalogue(spec.node_checks, source=f"{spec.source or spec.name}:node_checks")
+    learner = PathLearner.for_executor(view, executor, policy.seed)
+    ctx = RunContext(mode, tuple(nodes), view, spec, policy,
+                     tuple(n for n in log_suspects if n in scope), signals,
+                     learns_paths=learner is not None, catalogue=catalogue)
+    return ctx, skipped, learner
 
 
 def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: ProgressFn | None,
