@@ -7,7 +7,7 @@ history). ``run_result_from_dict`` reverses it, so a stored run can be re-render
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import fields
 from typing import Any
 
 from fabriccheck.models import Flow, Observation, RawResult, RunResult, Test, Verdict, link_key
@@ -52,6 +52,9 @@ def test_from_dict(d: dict[str, Any]) -> Test:
     )
 
 
+_RAW_FIELDS = tuple(f.name for f in fields(RawResult))
+
+
 def observation_to_dict(obs: Observation, *, raw: bool = True) -> dict[str, Any]:
     d: dict[str, Any] = {
         "test": test_to_dict(obs.test),
@@ -67,7 +70,7 @@ def observation_to_dict(obs: Observation, *, raw: bool = True) -> dict[str, Any]
     if obs.facts:
         d["facts"] = obs.facts
     if raw and obs.raw is not None:
-        r = asdict(obs.raw)
+        r = {name: getattr(obs.raw, name) for name in _RAW_FIELDS}  # flat (asdict copies deep)
         r["unreachable"] = list(obs.raw.unreachable)
         r["commands"] = list(obs.raw.commands)
         d["raw"] = r

@@ -33,6 +33,46 @@ def test_run_roundtrip_per_round_then_finish(store):
     assert store.runs()[0].run_id == run_id
 
 
+def test_finish_rewrites_only_the_observations_whose_judgement_changed(store):
+    """Rounds are written as judged when they end; the run's final, peer-aware judgement of a
+    test replaces that row, and a test judged the same is not written twice."""
+    import dataclasses
+
+    result = build_run(nodes(8), node_gbps={"node-003": 120.0}, seed=4)
+    run_id = store.begin_run("sweep", result.nodes)
+    for rnd in sorted({o.test.round for o in result.observations}):
+        store.record_round(run_id, rnd, [o for o in result.observations if o.test.round == rnd])
+    first = result.observations[0]
+    rejudged = dataclasses.replace(first, status="flaky" if first.status != "flaky" else "pass",
+                                   reason="rejudged against peers")  # fmt: skip
+    result.observations[0] = rejudged
+    before = store.conn.total_changes
+    store.finish_run(run_id, result)
+    back = {o.test.test_id: o for o in store.observations(run_id)}
+    assert back[first.test.test_id] == rejudged
+    assert all(back[o.test.test_id] == o for o in result.observations)
+    # one observation row updated, plus the run's own rows (rounds, verdicts, summary)
+    obs_writes = store.conn.total_changes - before - len(result.verdicts) - 1
+    assert obs_writes <= 1 + len({o.test.round for o in result.observations})
+
+
+def test_a_second_store_on_the_same_file_still_writes_the_final_judgement(tmp_path):
+    """The memory of what was written is per store: a run resumed in a new process rewrites."""
+    import dataclasses
+
+    result = build_run(nodes(8), seed=5)
+    with Store(tmp_path / "h.sqlite") as s1:
+        run_id = s1.begin_run("sweep", result.nodes)
+        s1.record_round(run_id, 0, [o for o in result.observations if o.test.round == 0])
+    first = next(o for o in result.observations if o.test.round == 0)
+    result.observations[result.observations.index(first)] = changed = dataclasses.replace(
+        first, reason="rejudged")
+    with Store(tmp_path / "h.sqlite") as s2:
+        s2.finish_run(run_id, result)
+        back = {o.test.test_id: o for o in s2.observations(run_id)}
+    assert back[first.test.test_id] == changed
+
+
 def test_resume_gives_back_completed_rounds_and_refuses_finished(store):
     result = build_run(nodes(8), seed=2)
     run_id = store.begin_run("sweep", result.nodes)

@@ -81,6 +81,8 @@ class Store(ActionLogMixin, RetentionMixin):
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
         self.path = str(path)
+        # the observation last written per (run, test): finish_run rewrites only what changed
+        self._written: dict[tuple[str, str], Observation] = {}
         if self.path != ":memory:":
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -110,6 +112,7 @@ class Store(ActionLogMixin, RetentionMixin):
             yield self.conn
         except BaseException:
             self.conn.execute("ROLLBACK")
+            self._written.clear()  # what it remembers may not have been committed
             raise
         self.conn.execute("COMMIT")
 
@@ -171,6 +174,9 @@ class Store(ActionLogMixin, RetentionMixin):
         (the final, peer-aware verdict replaces the one written when the round completed)."""
         n = 0
         for o in obs:
+            key = (run_id, o.test.test_id)
+            if update and self._written.get(key) == o:
+                continue  # the final judgement is the one this store already wrote
             d = observation_to_dict(o)
             raw = d.get("raw")
             if raw:
@@ -184,6 +190,7 @@ class Store(ActionLogMixin, RetentionMixin):
                      o.test.test_id),
                 )  # fmt: skip
                 if cur.rowcount:
+                    self._written[key] = o
                     continue
             cur = c.execute(
                 "INSERT OR IGNORE INTO observations (run_id, round, test_id, probe, group_size,"
@@ -193,6 +200,7 @@ class Store(ActionLogMixin, RetentionMixin):
                  o.floor, json.dumps(d, default=str)),
             )  # fmt: skip
             if cur.rowcount:
+                self._written[key] = o
                 obs_id = cur.lastrowid
                 c.executemany(
                     "INSERT INTO obs_nodes VALUES (?, ?, ?)",
