@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from fabriccheck.actions.exclude import update_exclude_file
 from fabriccheck.actions.metrics import write_metrics
-from fabriccheck.actions.safety import ActionPolicy, PlannedAction, plan_actions
+from fabriccheck.actions.safety import ActionPlan, ActionPolicy, PlannedAction, plan_actions
 from fabriccheck.errors import ConfigError, ExecutorError
 from fabriccheck.models import RunResult
 from fabriccheck.store import APPLIED, DRY_RUN, FAILED, WITHHELD, Store
@@ -133,6 +133,26 @@ def apply_run_outcome(
                                  executor=result.extra.get("executor"))  # fmt: skip
     held = store.held_nodes(actuator.backend if actuator else None) if store else {}
     plan = plan_actions(result, policy, held=held)
+    done = _carry_out(plan, actuator, apply, store=store, run_id=run_id,
+                      backend_name=backend_name)  # fmt: skip
+    summary = plan.to_json()
+    summary.update(applied=apply, backend=backend_name, done=done)
+    if exclude_file is not None:
+        summary["exclude_file"] = _update_exclude(plan, exclude_file)
+    result.extra["actions"] = summary
+    if store is not None and run_id is not None:
+        store.finish_run(run_id, result)
+        result.extra["run_id"] = run_id
+    if metrics_path is not None:
+        write_metrics(metrics_path, result, topology=topology, actions=done)
+    return summary
+
+
+def _carry_out(plan: ActionPlan, actuator: Actuator | None, apply: bool, *,
+               store: Store | None, run_id: str | None,
+               backend_name: str) -> list[dict[str, Any]]:  # fmt: skip
+    """Act on ``plan`` (drains withheld past the budget, then drains and resumes in batches),
+    log and record every action in ``store``; returns the actions as done, in order."""
     done: list[dict[str, Any]] = []
 
     def record(a: PlannedAction, status: str, detail: str) -> None:
@@ -152,20 +172,15 @@ def apply_run_outcome(
             record(a, *outcome)
     for node, why in plan.unconfirmed.items():
         log.info("not acting on %s: %s", node, why)
+    return done
 
-    summary = plan.to_json()
-    summary.update(applied=apply, backend=backend_name, done=done)
-    if exclude_file is not None:
-        out = [] if plan.withheld else [a.node for a in plan.drain]
-        back = plan.recovered
-        summary["exclude_file"] = {
-            "path": str(exclude_file),
-            "hosts": update_exclude_file(exclude_file, add=out, remove=back),
-        }
-    result.extra["actions"] = summary
-    if store is not None and run_id is not None:
-        store.finish_run(run_id, result)
-        result.extra["run_id"] = run_id
-    if metrics_path is not None:
-        write_metrics(metrics_path, result, topology=topology, actions=done)
-    return summary
+
+def _update_exclude(plan: ActionPlan, exclude_file: str | os.PathLike[str]) -> dict[str, Any]:
+    """Put the nodes drained by ``plan`` in the exclude list and take its recovered ones out;
+    returns the list's path and hosts for ``extra["actions"]["exclude_file"]``."""
+    out = [] if plan.withheld else [a.node for a in plan.drain]
+    back = plan.recovered
+    return {
+        "path": str(exclude_file),
+        "hosts": update_exclude_file(exclude_file, add=out, remove=back),
+    }

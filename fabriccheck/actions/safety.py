@@ -11,7 +11,7 @@ only done for nodes fabriccheck itself took out.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,31 +160,10 @@ def plan_actions(
     tested = tested_nodes(result)
     budget = math.floor(policy.max_drain * len(tested) + 1e-9)
     plan = ActionPlan(tested=len(tested), budget=budget)
-    obs_by_id = {o.test.test_id: o for o in result.observations}
-    bad_by_node: dict[str, list[Verdict]] = {}
-    for v in result.verdicts:
-        if v.state == BAD and v.kind in ("node", "nic"):
-            node = v.name if v.kind == "node" else nic_node(v.name)
-            bad_by_node.setdefault(node, []).append(v)
     candidates = dict.fromkeys(
         [*result.drain, *result.bad_nodes, *(nic_node(n) for n in result.bad_nics)]
     )
-    for node in candidates:
-        vs = bad_by_node.get(node, [])
-        evidence = {
-            e for v in vs for e in v.evidence if e not in obs_by_id or _failing(obs_by_id[e])
-        }
-        if not vs:
-            plan.unconfirmed[node] = "no bad verdict backs it"
-        elif len(evidence) < policy.min_evidence:
-            plan.unconfirmed[node] = (
-                f"only {len(evidence)} failing test(s) ({', '.join(sorted(evidence)) or '-'});"
-                f" {policy.min_evidence} needed before acting"
-            )
-        else:
-            plan.drain.append(
-                PlannedAction(node, "drain", drain_reason(vs, obs_by_id), tuple(sorted(evidence)))
-            )
+    _confirm_drains(plan, result, candidates, policy.min_evidence)
     if len(plan.drain) > budget:
         share = len(plan.drain) / max(1, len(tested))
         plan.withheld = True
@@ -194,6 +173,42 @@ def plan_actions(
             " no node was taken out. Check switches, links and the spec before draining"
             " (raise --max-drain to act anyway)"
         )
+    _plan_returns(plan, result, tested, candidates, held)
+    return plan
+
+
+def _confirm_drains(plan: ActionPlan, result: RunResult, candidates: Iterable[str],
+                    min_evidence: int) -> None:  # fmt: skip
+    """The confirmation rule: each candidate goes to ``plan.drain`` when its bad node/NIC
+    verdicts cite ``min_evidence`` distinct failing tests, else to ``plan.unconfirmed``."""
+    obs_by_id = {o.test.test_id: o for o in result.observations}
+    bad_by_node: dict[str, list[Verdict]] = {}
+    for v in result.verdicts:
+        if v.state == BAD and v.kind in ("node", "nic"):
+            node = v.name if v.kind == "node" else nic_node(v.name)
+            bad_by_node.setdefault(node, []).append(v)
+    for node in candidates:
+        vs = bad_by_node.get(node, [])
+        evidence = {
+            e for v in vs for e in v.evidence if e not in obs_by_id or _failing(obs_by_id[e])
+        }
+        if not vs:
+            plan.unconfirmed[node] = "no bad verdict backs it"
+        elif len(evidence) < min_evidence:
+            plan.unconfirmed[node] = (
+                f"only {len(evidence)} failing test(s) ({', '.join(sorted(evidence)) or '-'});"
+                f" {min_evidence} needed before acting"
+            )
+        else:
+            plan.drain.append(
+                PlannedAction(node, "drain", drain_reason(vs, obs_by_id), tuple(sorted(evidence)))
+            )
+
+
+def _plan_returns(plan: ActionPlan, result: RunResult, tested: list[str],
+                  candidates: Container[str], held: Iterable[str]) -> None:  # fmt: skip
+    """Nodes healthy now with passing tests and not drain candidates: the tested ones go to
+    ``plan.recovered``, the ``held`` ones (taken out earlier by fabriccheck) to ``plan.resume``."""
     healthy = {v.name for v in result.verdicts if v.kind == "node" and v.state == HEALTHY}
     passed: dict[str, list[str]] = {}
     for o in result.observations:
@@ -207,4 +222,3 @@ def plan_actions(
             plan.resume.append(
                 PlannedAction(node, "resume", f"fabriccheck: passed {len(ev)} tests", ev)
             )
-    return plan

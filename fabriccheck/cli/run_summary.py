@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.table import Table
 
-from fabriccheck.models import RunResult
+from fabriccheck.models import RunResult, Verdict
 
 
 def print_node_warnings(warns: list[dict], console: Console, limit: int = 12) -> None:
@@ -22,44 +24,62 @@ def print_node_warnings(warns: list[dict], console: Console, limit: int = 12) ->
 def print_summary(result: RunResult, console: Console) -> None:
     """Print the findings of ``result`` with their reasons and evidence test ids."""
     found = [v for v in result.verdicts if v.state not in ("healthy", "untested")]
+    warns = result.extra.get("warnings") or []
+    console.print(
+        f"\n{_headline(result, found, warns)}: {result.mode} of {len(result.nodes)} nodes in "
+        f"{result.rounds} rounds, {result.tests} tests, {result.test_seconds:.0f} s of test time "
+        f"({result.wall_seconds:.2f} s wall)", highlight=False)
+    order = {"bad": 0, "unreachable": 1, "suspect": 2}
+    for v in sorted(found, key=lambda v: (order.get(v.state, 3), v.kind != "node", v.name)):
+        if v.kind == "node" and v.reason.startswith("drained for its bad NIC"):
+            continue  # said by the NIC line
+        _print_finding(v, result.extra.get("cables") or (), console)
+    for w in result.fabric_warnings:
+        console.print(f"[yellow]fabric warning:[/] {w}", highlight=False)
+    print_node_warnings(warns, console)
+    _print_actions(result, console)
+    _print_gaps(result, console)
+    _print_run_pointers(result, console)
+
+
+def _headline(result: RunResult, found: list[Verdict], warns: list[dict]) -> str:
+    """The run's one-word outcome, marked up: healthy, faults found, fabric warnings,
+    incomplete, warnings (with ``--strict``) or could not test."""
     untested = result.extra.get("untested") or []
     head = "[bold green]healthy[/]" if not found and not result.fabric_warnings else (
         "[bold red]faults found[/]" if found else "[bold yellow]fabric warnings[/]")
     if not found and not result.fabric_warnings and untested:
         head = "[bold yellow]incomplete[/]"  # nothing wrong seen, but not everything tested
-    warns = result.extra.get("warnings") or []
     if warns and head == "[bold green]healthy[/]":
         head = (f"[bold yellow]warnings[/] ({len(warns)}, exit 1: --strict)"
                 if result.extra.get("strict") else
                 f"[bold green]healthy[/] with {len(warns)} node-local warning(s) (exit 0)")
     if not result.tests:
         head = "[bold yellow]could not test[/]"
-    console.print(
-        f"\n{head}: {result.mode} of {len(result.nodes)} nodes in {result.rounds} rounds, "
-        f"{result.tests} tests, {result.test_seconds:.0f} s of test time "
-        f"({result.wall_seconds:.2f} s wall)", highlight=False)
-    order = {"bad": 0, "unreachable": 1, "suspect": 2}
-    for v in sorted(found, key=lambda v: (order.get(v.state, 3), v.kind != "node", v.name)):
-        if v.kind == "node" and v.reason.startswith("drained for its bad NIC"):
-            continue  # said by the NIC line
-        state = {"bad": "[bold red]bad[/]", "suspect": "[yellow]suspect[/]",
-                 "unreachable": "[magenta]unreachable[/]"}.get(v.state, v.state)
-        if v.kind == "node" and v.reason.startswith("hung"):
-            state = "[bold red]hung[/]"
-        name = describe_links(v.name) if v.kind == "link" else v.name
-        console.print(f"  {state} {v.kind} [bold]{name}[/]", highlight=False)
-        why = v.reason.removeprefix("hung: ")
-        console.print(f"      why: {why}", highlight=False, soft_wrap=False)
-        cable_line = describe_cables(result.extra.get("cables") or (), v.kind, v.name)
-        if cable_line:
-            console.print(f"      {cable_line}", highlight=False, markup=False)
-        if v.evidence:
-            more = f" (+{len(v.evidence) - 6} more)" if len(v.evidence) > 6 else ""
-            console.print(f"      [dim]evidence: {', '.join(v.evidence[:6])}{more}[/]",
-                          highlight=False)
-    for w in result.fabric_warnings:
-        console.print(f"[yellow]fabric warning:[/] {w}", highlight=False)
-    print_node_warnings(warns, console)
+    return head
+
+
+def _print_finding(v: Verdict, cables: Sequence[dict], console: Console) -> None:
+    """One finding: its state, kind and name, why, the cable it names, its evidence test ids."""
+    state = {"bad": "[bold red]bad[/]", "suspect": "[yellow]suspect[/]",
+             "unreachable": "[magenta]unreachable[/]"}.get(v.state, v.state)
+    if v.kind == "node" and v.reason.startswith("hung"):
+        state = "[bold red]hung[/]"
+    name = describe_links(v.name) if v.kind == "link" else v.name
+    console.print(f"  {state} {v.kind} [bold]{name}[/]", highlight=False)
+    why = v.reason.removeprefix("hung: ")
+    console.print(f"      why: {why}", highlight=False, soft_wrap=False)
+    cable_line = describe_cables(cables, v.kind, v.name)
+    if cable_line:
+        console.print(f"      {cable_line}", highlight=False, markup=False)
+    if v.evidence:
+        more = f" (+{len(v.evidence) - 6} more)" if len(v.evidence) > 6 else ""
+        console.print(f"      [dim]evidence: {', '.join(v.evidence[:6])}{more}[/]",
+                      highlight=False)
+
+
+def _print_actions(result: RunResult, console: Console) -> None:
+    """What to act on: the nodes to drain, the unreachable ones, the link suspect sets."""
     if result.drain:
         console.print(f"[bold]drain:[/] {', '.join(result.drain)}", highlight=False)
     if result.unreachable:
@@ -70,11 +90,17 @@ def print_summary(result: RunResult, console: Console) -> None:
                       f"{len(s.get('evidence', []))} failing flows: "
                       + describe_links(" | ".join(" -- ".join(c) for c in s["candidates"])),
                       highlight=False)
+
+
+def _print_gaps(result: RunResult, console: Console) -> None:
+    """What the run did not settle: glitches taken as noise, untested parts, signals without
+    a reading."""
     glitches = result.extra.get("glitches") or []
     if glitches:
         console.print(f"[dim]{len(glitches)} single low test(s) not reproduced: treated as "
                       f"noise, nobody blamed ({', '.join(glitches[:5])}"
                       f"{' …' if len(glitches) > 5 else ''})[/]", highlight=False)
+    untested = result.extra.get("untested") or []
     parts = [u for u in untested if not u.startswith("signal ")]
     readings = [u.removeprefix("signal ") for u in untested if u.startswith("signal ")]
     if parts:
@@ -85,6 +111,10 @@ def print_summary(result: RunResult, console: Console) -> None:
                       f"{' …' if len(readings) > 6 else ''} ({len(readings)} in all; the "
                       "command failed or printed no value: see the signals in --json)",
                       highlight=False)
+
+
+def _print_run_pointers(result: RunResult, console: Console) -> None:
+    """The closing lines: link coverage, why the run stopped, its run id and report path."""
     cov_line = describe_coverage(result.extra.get("link_coverage"), result.extra.get("routing"))
     if cov_line:
         console.print(f"[dim]{cov_line}[/]", highlight=False)

@@ -48,12 +48,7 @@ def make_executor(
     if kind == "ssh":
         from fabriccheck.executors.ssh import SSHExecutor
 
-        if faults:
-            raise ConfigError(
-                "the ssh executor runs on real hosts and cannot inject faults",
-                field="--faults",
-                hint="make faults real with `fabriccheck lab up TOPOLOGY --faults F`",
-            )
+        _refuse_faults("ssh", faults)
         if inventory is None:
             raise ConfigError(
                 "the ssh executor needs an inventory file",
@@ -64,15 +59,20 @@ def make_executor(
     if kind == "ray":
         from fabriccheck.executors.ray.executor import RayExecutor
 
-        if faults:
-            raise ConfigError(
-                "the ray executor runs on real hosts and cannot inject faults",
-                field="--faults",
-                hint="make faults real with `fabriccheck lab up TOPOLOGY --faults F`",
-            )
+        _refuse_faults("ray", faults)
         return RayExecutor(ray_address, inventory, **opts)
     raise ConfigError(
         f"unknown executor {kind!r}",
         field="--executor",
         hint=f"use one of: {', '.join(KNOWN_KINDS)}",
     )
+
+
+def _refuse_faults(kind: str, faults: FaultSet | None) -> None:
+    """A real-host executor (``ssh``, ``ray``) cannot inject faults: refuse any given."""
+    if faults:
+        raise ConfigError(
+            f"the {kind} executor runs on real hosts and cannot inject faults",
+            field="--faults",
+            hint="make faults real with `fabriccheck lab up TOPOLOGY --faults F`",
+        )

@@ -189,6 +189,17 @@ def connect(
     check_reachable(address, min(timeout_s, 5.0))
     for key, value in _DRIVER_ENV.items():
         os.environ.setdefault(key, value)
+    node_ip = node_ip_address or _default_node_ip(address)
+    _init_within(address, node_ip, timeout_s)
+    return True
+
+
+def _init_within(address: str, node_ip: str | None, timeout_s: float) -> None:
+    """``ray.init`` (in fabriccheck's namespace, quiet, on ``node_ip`` if known) in a daemon
+    thread, waited on for ``timeout_s``; a hang or a failure is raised as ``ConnectError``
+    (or the error :func:`map_ray_error` maps it to)."""
+    import ray
+
     kwargs: dict[str, Any] = {
         "address": address,
         "namespace": RAY_NAMESPACE,
@@ -196,7 +207,6 @@ def connect(
         "logging_level": "warning",
         "configure_logging": False,
     }
-    node_ip = node_ip_address or _default_node_ip(address)
     if node_ip:
         kwargs["_node_ip_address"] = node_ip
     box: dict[str, Any] = {}
@@ -228,7 +238,6 @@ def connect(
             err = ConnectError(err.message, hint="run fabriccheck on a node of the Ray cluster "
                                "(a raylet must run on this host), or pass its node IP")
         raise err from box["exc"]
-    return True
 
 
 def disconnect() -> None:

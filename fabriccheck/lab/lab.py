@@ -174,6 +174,34 @@ def up(
     ExecutorError
         A kernel command, sshd or ``ray start`` failed (everything built so far is removed).
     """
+    topo, fault_set, d = _check_up(topology, faults, name, directory, rate_scale, ray, ray_port)
+    down(name)
+    plan = _plan_on_free_subnet(topo, fault_set, name, rate_scale)
+    state = {"name": name, "dir": str(d), "topology": str(Path(topo.source).resolve()),
+             "mgmt_octet": int(plan.mgmt_net.split(".")[2]), "rate_scale": rate_scale,
+             "faults": None, "sshd_pids": {}, "creator_pid": os.getpid()}
+    try:
+        _new_lab_dir(d, state)
+        inventory = _write_keys_and_client_files(d, plan)
+        _build_network(plan)
+        pids = {h.name: sshd.start_sshd(d, h) for h in plan.hosts if h.sshd}
+        state.update(sshd_pids=pids, faults=_faults_to_dict(fault_set), inventory=str(inventory))
+        _save_state(d, state)
+        if ray:
+            state["ray"] = raylets.start(plan, d, pids, port=ray_port, timeout_s=ray_timeout_s)
+            _save_state(d, state)
+            inventory = write_inventory(d, plan, state["ray"]["address"])
+    except BaseException:
+        down(name)
+        raise
+    return _info(plan, d, inventory, pids, state.get("ray"))
+
+
+def _check_up(topology: str | Path, faults: str | Path | FaultSet | None, name: str,
+              directory: str | Path | None, rate_scale: float, ray: bool,
+              ray_port: int) -> tuple[Topology, FaultSet, Path]:  # fmt: skip
+    """``up``'s checks, before anything is built or removed: root, name, topology, faults, Ray,
+    the lab directory; returns the topology, the faults and the directory."""
     require_root()
     check_name(name)
     topo = _load(topology)
@@ -187,7 +215,12 @@ def up(
         raise ConfigError(f"{d} exists and is not a lab directory", field="--dir",
                           hint="give a new or empty directory")
     plan_lab(topo, fault_set, name=name, rate_scale=rate_scale)  # bad faults: fail before down
-    down(name)
+    return topo, fault_set, d
+
+
+def _plan_on_free_subnet(topo: Topology, fault_set: FaultSet, name: str,
+                         rate_scale: float) -> LabPlan:  # fmt: skip
+    """Plan the lab on the lowest free management subnet and claim it (its management bridge)."""
     with _subnet_lock():  # two labs going up at once must not pick the same subnet
         octets = set(range(256)) - netns.used_mgmt_octets()
         if not octets:
@@ -195,41 +228,40 @@ def up(
         plan = plan_lab(topo, fault_set, name=name, mgmt_octet=min(octets),
                         rate_scale=rate_scale)
         netns.build_mgmt(plan)  # claims the subnet (removed by down's prefix scan)
-    state = {"name": name, "dir": str(d), "topology": str(Path(topo.source).resolve()),
-             "mgmt_octet": int(plan.mgmt_net.split(".")[2]), "rate_scale": rate_scale,
-             "faults": None, "sshd_pids": {}, "creator_pid": os.getpid()}
-    try:
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
-        d.chmod(0o700)
-        _save_state(d, state)  # before building: a crash mid-way can still be cleaned up
-        pubs = {}
-        for h in plan.hosts:
-            (d / "hosts" / h.name).mkdir(parents=True, exist_ok=True)
-            pubs[h.name] = sshd.write_key(d / "hosts" / h.name / "ssh_host_ed25519_key", h.name)
-        inventory = _write_client_files(d, plan, pubs)
-        sshd.write_hang_bin(d)
-        if plan.mode == "routed":
-            netns.build_routers(plan)
-        else:
-            netns.build_switches(plan)
-        for h in plan.hosts:
-            netns.build_host(plan, h)
-        if plan.mode == "routed":
-            netns.router_routes(plan)
-        netns.start_flappers(plan)
-        pids = {h.name: sshd.start_sshd(d, h) for h in plan.hosts if h.sshd}
-        state.update(sshd_pids=pids, faults=_faults_to_dict(fault_set), inventory=str(inventory))
-        _save_state(d, state)
-        if ray:
-            state["ray"] = raylets.start(plan, d, pids, port=ray_port, timeout_s=ray_timeout_s)
-            _save_state(d, state)
-            inventory = write_inventory(d, plan, state["ray"]["address"])
-    except BaseException:
-        down(name)
-        raise
-    return _info(plan, d, inventory, pids, state.get("ray"))
+    return plan
+
+
+def _new_lab_dir(d: Path, state: dict[str, Any]) -> None:
+    """Empty (or create) the lab directory, private to its owner, and save ``state`` in it."""
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    d.chmod(0o700)
+    _save_state(d, state)  # before building: a crash mid-way can still be cleaned up
+
+
+def _write_keys_and_client_files(d: Path, plan: LabPlan) -> Path:
+    """Write every host's sshd key, the client files and the hang helper; return the inventory."""
+    pubs = {}
+    for h in plan.hosts:
+        (d / "hosts" / h.name).mkdir(parents=True, exist_ok=True)
+        pubs[h.name] = sshd.write_key(d / "hosts" / h.name / "ssh_host_ed25519_key", h.name)
+    inventory = _write_client_files(d, plan, pubs)
+    sshd.write_hang_bin(d)
+    return inventory
+
+
+def _build_network(plan: LabPlan) -> None:
+    """Build the plan's routers or switches, its hosts, the routers' routes and the flappers."""
+    if plan.mode == "routed":
+        netns.build_routers(plan)
+    else:
+        netns.build_switches(plan)
+    for h in plan.hosts:
+        netns.build_host(plan, h)
+    if plan.mode == "routed":
+        netns.router_routes(plan)
+    netns.start_flappers(plan)
 
 
 def _faults_to_dict(fs: FaultSet) -> dict[str, Any]:

@@ -48,27 +48,10 @@ def parse_nccl_tests_json(text: str) -> NcclTestsResult:
     config = _d(doc.get("config"))
     devices = [x for x in _l(config.get("devices")) if isinstance(x, dict)]
     rows = [r for r in (_row(_d(x)) for x in _l(doc.get("results"))) if r is not None]
-    errors = [ToolError("nccl", e[:300]) for e in _l(doc.get("errors"))
-              if isinstance(e, str) and e.strip()]
-    bad = [r for r in rows if (r.wrong or 0) > 0 or (r.wrong_inplace or 0) > 0]
+    errors = _errors(doc, rows)
+    status, reason = _status(doc, rows, errors)
     oob = _d(doc.get("out_of_bounds"))
-    if bad or _false(oob.get("okay")):
-        first = bad[0].size_bytes if bad else None
-        errors.append(ToolError("wrong_results", f"wrong results (out_of_bounds count "
-                                f"{oob.get('count')}); first at {first} B"))
     avg = _d(doc.get("average_bus_bandwidth"))
-    if _false(avg.get("okay")):
-        errors.append(ToolError("bandwidth", f"average bus bandwidth {avg.get('bandwidth')} "
-                                "GB/s below NCCL_TESTS_MIN_BW"))
-    complete = "end_time" in doc or "average_bus_bandwidth" in doc
-    if errors:
-        status, reason = FAILED, errors[0].message
-    elif not rows:
-        status, reason = INCOMPLETE, "no results in the JSON report"
-    elif not complete:
-        status, reason = INCOMPLETE, "JSON report without its summary"
-    else:
-        status, reason = OK, ""
     args = _l(doc.get("args"))
     program = args[0].rsplit("/", 1)[-1] if args and isinstance(args[0], str) else ""
     return NcclTestsResult(
@@ -85,6 +68,38 @@ def parse_nccl_tests_json(text: str) -> NcclTestsResult:
         validation=_int(config.get("validation")),
         out_of_bounds=_int(oob.get("count")),
     )
+
+
+def _errors(doc: dict[str, Any], rows: list[NcclRow]) -> list[ToolError]:
+    """The report's own errors, then wrong results (a row's ``nwrong`` or ``out_of_bounds``
+    not okay) and an average bus bandwidth below ``NCCL_TESTS_MIN_BW``."""
+    errors = [ToolError("nccl", e[:300]) for e in _l(doc.get("errors"))
+              if isinstance(e, str) and e.strip()]
+    bad = [r for r in rows if (r.wrong or 0) > 0 or (r.wrong_inplace or 0) > 0]
+    oob = _d(doc.get("out_of_bounds"))
+    if bad or _false(oob.get("okay")):
+        first = bad[0].size_bytes if bad else None
+        errors.append(ToolError("wrong_results", f"wrong results (out_of_bounds count "
+                                f"{oob.get('count')}); first at {first} B"))
+    avg = _d(doc.get("average_bus_bandwidth"))
+    if _false(avg.get("okay")):
+        errors.append(ToolError("bandwidth", f"average bus bandwidth {avg.get('bandwidth')} "
+                                "GB/s below NCCL_TESTS_MIN_BW"))
+    return errors
+
+
+def _status(doc: dict[str, Any], rows: list[NcclRow], errors: list[ToolError]
+            ) -> tuple[str, str]:
+    """(status, reason): failed on the first error, incomplete without rows or without the
+    summary a finished run writes, else ok."""
+    complete = "end_time" in doc or "average_bus_bandwidth" in doc
+    if errors:
+        return FAILED, errors[0].message
+    if not rows:
+        return INCOMPLETE, "no results in the JSON report"
+    if not complete:
+        return INCOMPLETE, "JSON report without its summary"
+    return OK, ""
 
 
 def _row(r: dict[str, Any]) -> NcclRow | None:

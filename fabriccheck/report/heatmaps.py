@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from markupsafe import Markup
 
 from fabriccheck.models import FAIL, HANG, PASS, UNREACHABLE, Observation, RunResult, nic_node
-from fabriccheck.report.paths import contention_ids
+from fabriccheck.report.paths import contention_ids, glitch_ids
 from fabriccheck.report.svg import (
     CONTENTION,
     NO_DATA,
@@ -130,17 +130,47 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
 
     Returns the SVG and a caption naming what the axes are.
     """
+    labels, index, caption, blocks = _matrix_axes(view)
+    cells = _pair_cells(result, index)
+    n = len(labels)
+    cell = max(8.0, min(34.0, 1000.0 / max(n, 1)))
+    label_w = min(190.0, 7.0 * max((len(s) for s in labels), default=4) + 10)
+    left, top = label_w, label_w * 0.75 + 10
+    width = left + n * cell + label_w * 0.7
+    height = top + n * cell + 40
+    svg = Svg(max(width, 520), height, f"pair heatmap ({caption})", "fig heat")
+    fs = _fs(n, cell)
+    for i, lab in enumerate(labels):
+        state = _label_state(view, lab, i, not blocks)
+        colour = STATE_COLOURS[state] if state in _ALARM else "#333"
+        weight = "700" if colour != "#333" else None
+        svg.add("text", lab, x=left - 4, y=top + i * cell + cell / 2 + fs / 3, text_anchor="end",
+                font_size=fs, style=_FONT, fill=colour, font_weight=weight)  # fmt: skip
+        cx = left + i * cell + cell / 2
+        svg.add("text", lab, x=cx, y=top - 4, font_size=fs, style=_FONT, fill=colour,
+                font_weight=weight, transform=f"rotate(-50 {cx:.1f} {top - 4:.1f})")  # fmt: skip
+    _draw_pair_cells(svg, cells, labels, left, top, cell, blocks)
+    _legend(svg, 10, height - 22, any(c.colour == CONTENTION for c in cells.values()))
+    return svg.markup(), caption
+
+
+def _matrix_axes(view: RunView) -> tuple[list[str], dict[str, int], str, bool]:
+    """The matrix's labels, each node's row/column, the caption and whether labels are leaf
+    groups: the tested nodes, or past ``MATRIX_MAX_NODES`` their leaf groups (merged to at most
+    ``MATRIX_MAX_GROUPS``)."""
     nodes = [n for n in view.run_nodes if n in view.node_obs]
     if len(nodes) <= MATRIX_MAX_NODES:
-        labels = nodes
-        index = {n: i for i, n in enumerate(nodes)}
-        caption = "node × node"
-    else:
-        groups = merge_groups(view.groups, MATRIX_MAX_GROUPS)
-        labels = [g.label for g in groups]
-        index = {n: i for i, g in enumerate(groups) for n in g.nodes}
-        caption = (f"aggregated: {len(groups)} leaf groups × {len(groups)}: worst pair per block, "
-                   "paler when few of its tests failed")  # fmt: skip
+        return nodes, {n: i for i, n in enumerate(nodes)}, "node × node", False
+    groups = merge_groups(view.groups, MATRIX_MAX_GROUPS)
+    labels = [g.label for g in groups]
+    index = {n: i for i, g in enumerate(groups) for n in g.nodes}
+    caption = (f"aggregated: {len(groups)} leaf groups × {len(groups)}: worst pair per block, "
+               "paler when few of its tests failed")  # fmt: skip
+    return labels, index, caption, True
+
+
+def _pair_cells(result: RunResult, index: dict[str, int]) -> dict[tuple[int, int], Cell]:
+    """Every test folded into the cells of the node pairs it measured (both ways round)."""
     cells: dict[tuple[int, int], Cell] = {}
     glitches = glitch_ids(result)
     contention = contention_ids(result)
@@ -155,23 +185,13 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
             for key in {(i, j), (j, i)}:
                 cells.setdefault(key, Cell()).add(r, obs.status, obs.test.test_id, glitch=g,
                                                   contention=c)
+    return cells
+
+
+def _draw_pair_cells(svg: Svg, cells: dict[tuple[int, int], Cell], labels: list[str],
+                     left: float, top: float, cell: float, blocks: bool) -> None:  # fmt: skip
+    """The matrix body: untested pairs as one patterned grid, then each tested cell on it."""
     n = len(labels)
-    cell = max(8.0, min(34.0, 1000.0 / max(n, 1)))
-    label_w = min(190.0, 7.0 * max((len(s) for s in labels), default=4) + 10)
-    left, top = label_w, label_w * 0.75 + 10
-    width = left + n * cell + label_w * 0.7
-    height = top + n * cell + 40
-    svg = Svg(max(width, 520), height, f"pair heatmap ({caption})", "fig heat")
-    fs = _fs(n, cell)
-    for i, lab in enumerate(labels):
-        state = _label_state(view, lab, i, labels is nodes)
-        colour = STATE_COLOURS[state] if state in _ALARM else "#333"
-        weight = "700" if colour != "#333" else None
-        svg.add("text", lab, x=left - 4, y=top + i * cell + cell / 2 + fs / 3, text_anchor="end",
-                font_size=fs, style=_FONT, fill=colour, font_weight=weight)  # fmt: skip
-        cx = left + i * cell + cell / 2
-        svg.add("text", lab, x=cx, y=top - 4, font_size=fs, style=_FONT, fill=colour,
-                font_weight=weight, transform=f"rotate(-50 {cx:.1f} {top - 4:.1f})")  # fmt: skip
     # untested pairs: a grid of blank cells in one pattern, then only the tested cells
     svg.open("defs")
     svg.open("pattern", id="fc-nodata", width=cell, height=cell, x=left, y=top,
@@ -181,7 +201,6 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
     svg.close("defs")
     svg.add("rect", title="not tested together", x=left, y=top, width=n * cell, height=n * cell,
             fill="url(#fc-nodata)")  # fmt: skip
-    blocks = labels is not nodes
     for (i, j), c in sorted(cells.items()):
         # blocks: a block where only a few of many tests failed is drawn paler
         share = c.failing / max(c.count - c.glitches - c.contention, 1)
@@ -191,8 +210,6 @@ def render_pair_matrix(result: RunResult, view: RunView) -> tuple[Markup, str]:
             y=top + i * cell, width=cell - 1, height=cell - 1, fill=c.colour,
             fill_opacity=opacity, class_="contention" if c.colour == CONTENTION else None,
         )  # fmt: skip
-    _legend(svg, 10, height - 22, any(c.colour == CONTENTION for c in cells.values()))
-    return svg.markup(), caption
 
 
 def _label_state(view: RunView, label: str, i: int, is_node: bool) -> str:
@@ -215,11 +232,6 @@ def nic_cells(result: RunResult) -> dict[str, Cell]:
             out.setdefault(nic, Cell()).add(r, obs.status, obs.test.test_id, best=True, glitch=g,
                                             contention=c)
     return out
-
-
-def glitch_ids(result: RunResult) -> set[str]:
-    """Test ids the run judged transient (``extra["glitches"]``, set by the orchestrator)."""
-    return {str(t) for t in result.extra.get("glitches") or ()}
 
 
 def render_rail_heatmap(

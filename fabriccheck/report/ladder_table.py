@@ -14,7 +14,7 @@ from typing import Any
 
 from fabriccheck.models import PASS, RunResult
 from fabriccheck.policy import GROUP_PROBES, PAIR_PROBES
-from fabriccheck.report.paths import contention_ids
+from fabriccheck.report.paths import contention_ids, glitch_ids
 
 #: one column per node up to this many nodes (the pair heatmap's limit)
 LADDER_MAX_NODES = 64
@@ -144,7 +144,29 @@ def ladder_table(result: RunResult, nodes: list[str]) -> LadderTable | None:
     info = result.extra.get("ladder")
     if not isinstance(info, dict) or not (info.get("levels") or info.get("skipped")):
         return None
-    glitches = {str(t) for t in result.extra.get("glitches") or ()}
+    rows, probes = _observed_rows(result)
+    for lv in info.get("levels") or ():
+        for key in ([(2, 1)] if lv == 2 else [(int(lv), 1)]):
+            rows.setdefault(key, LadderRow(""))
+    skipped: dict[tuple[int, int], str] = {}
+    for lv, why in (info.get("skipped") or {}).items():
+        key = (int(lv), 1)
+        skipped[key] = str(why)
+        rows.setdefault(key, LadderRow(""))
+    out = []
+    for key in sorted(rows):
+        row = rows[key]
+        row.skipped = skipped.get(key, "") if not row.cells else ""
+        row.label = f"{key[0]}x" if row.skipped else _label(key, probes, len(nodes))
+        out.append(row)
+    return LadderTable(list(nodes), len(nodes) > LADDER_MAX_NODES, out)
+
+
+def _observed_rows(result: RunResult
+                   ) -> tuple[dict[tuple[int, int], LadderRow], dict[tuple[int, int], str]]:
+    """The rows the run's tests fill, by row key (each node's passing and failing tests at
+    that level, glitches and contention counted apart), and each row's first probe."""
+    glitches = glitch_ids(result)
     contention = contention_ids(result)
     rows: dict[tuple[int, int], LadderRow] = {}
     probes: dict[tuple[int, int], str] = {}
@@ -165,21 +187,7 @@ def ladder_table(result: RunResult, nodes: list[str]) -> LadderTable | None:
             c.contention += t.test_id in contention and t.test_id not in glitches
             if len(c.tests) < 6:
                 c.tests.append(t.test_id)
-    for lv in info.get("levels") or ():
-        for key in ([(2, 1)] if lv == 2 else [(int(lv), 1)]):
-            rows.setdefault(key, LadderRow(""))
-    skipped: dict[tuple[int, int], str] = {}
-    for lv, why in (info.get("skipped") or {}).items():
-        key = (int(lv), 1)
-        skipped[key] = str(why)
-        rows.setdefault(key, LadderRow(""))
-    out = []
-    for key in sorted(rows):
-        row = rows[key]
-        row.skipped = skipped.get(key, "") if not row.cells else ""
-        row.label = f"{key[0]}x" if row.skipped else _label(key, probes, len(nodes))
-        out.append(row)
-    return LadderTable(list(nodes), len(nodes) > LADDER_MAX_NODES, out)
+    return rows, probes
 
 
 def ladder_context(table: LadderTable | None) -> dict[str, Any] | None:

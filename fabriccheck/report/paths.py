@@ -79,6 +79,11 @@ class FailPaths:
         return max((ld.total for ld in self.links.values()), default=0)
 
 
+def glitch_ids(result: RunResult) -> set[str]:
+    """Test ids the run judged transient (``extra["glitches"]``, set by the orchestrator)."""
+    return {str(t) for t in result.extra.get("glitches") or ()}
+
+
 def contention_ids(result: RunResult) -> set[str]:
     """Failing tests the run judged possible ECMP contention and no verdict blames anything with.
 
@@ -165,7 +170,7 @@ def failing_paths(result: RunResult, topo: Topology) -> FailPaths:
         Failing tests (not glitches, not unreachable) in run order, and per switch link the
         failing tests that surely or maybe crossed it.
     """
-    glitches = {str(t) for t in result.extra.get("glitches") or ()}
+    glitches = glitch_ids(result)
     contention = contention_ids(result)
     blamed = blamed_ids(result)
     tests: list[TestPath] = []

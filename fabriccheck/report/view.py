@@ -128,7 +128,27 @@ def build_view(result: RunResult, topology: Topology | None) -> RunView:
         for n in obs.test.nodes:
             node_obs.setdefault(n, []).append(obs)
     tested = {n for n, obs in node_obs.items() if any(o.status != UNREACHABLE for o in obs)}
+    state, reason = _node_states(result, nodes, tested)
+    groups = node_groups(nodes, topology)
+    group_of = {n: i for i, g in enumerate(groups) for n in g.nodes}
+    return RunView(
+        nodes=nodes,
+        run_nodes=run_nodes,
+        node_state=state,
+        node_reason=reason,
+        nic_state=_nic_states(result),
+        link_state=_link_states(result),
+        tested=tested,
+        groups=groups,
+        group_of=group_of,
+        node_obs=node_obs,
+    )
 
+
+def _node_states(result: RunResult, nodes: list[str], tested: set[str]
+                 ) -> tuple[dict[str, str], dict[str, str]]:
+    """Each node's most severe state (healthy if tested, else untested, then raised by the
+    node and NIC verdicts and the run's lists) and the reason for it."""
     state = {n: (HEALTHY if n in tested else UNTESTED) for n in nodes}
     reason: dict[str, str] = {}
 
@@ -137,24 +157,15 @@ def build_view(result: RunResult, topology: Topology | None) -> RunView:
         if why and (state[node] == st or node not in reason):
             reason[node] = why
 
-    nic_state: dict[str, str] = {}
-    link_state: dict[LinkKey, str] = {}
     for v in result.verdicts:
         st = _verdict_state(v.state, v.reason)
         if v.kind == "node":
             mark(v.name, st, v.reason if st != HEALTHY else "")
-        elif v.kind == "nic":
-            nic_state[v.name] = st
-            if st in (BAD, SUSPECT):
-                mark(nic_node(v.name), st, f"{v.name}: {v.reason}".rstrip(": "))
-        elif v.kind == "link":
-            key = v.link if v.link is not None else _parse_link(v.name)
-            if key is not None:
-                link_state[link_key(*key)] = st
+        elif v.kind == "nic" and st in (BAD, SUSPECT):
+            mark(nic_node(v.name), st, f"{v.name}: {v.reason}".rstrip(": "))
     for n in result.suspects:
         mark(n, SUSPECT)
     for nic in result.bad_nics:
-        nic_state[nic] = BAD
         mark(nic_node(nic), BAD, reason.get(nic_node(nic), f"bad NIC {nic}"))
     for n in result.bad_nodes:
         mark(n, BAD)
@@ -164,6 +175,29 @@ def build_view(result: RunResult, topology: Topology | None) -> RunView:
         mark(n, HUNG, reason.get(n, "tests hung"))
     for n in result.unreachable:
         mark(n, UNREACHABLE, reason.get(n, "could not be reached"))
+    return state, reason
+
+
+def _nic_states(result: RunResult) -> dict[str, str]:
+    """Each NIC's state from its verdict; the run's bad NICs are bad."""
+    nic_state: dict[str, str] = {}
+    for v in result.verdicts:
+        if v.kind == "nic":
+            nic_state[v.name] = _verdict_state(v.state, v.reason)
+    for nic in result.bad_nics:
+        nic_state[nic] = BAD
+    return nic_state
+
+
+def _link_states(result: RunResult) -> dict[LinkKey, str]:
+    """Each link's state from its verdict; candidates of a link suspect set are suspect
+    (unless bad); the run's bad links are bad."""
+    link_state: dict[LinkKey, str] = {}
+    for v in result.verdicts:
+        if v.kind == "link":
+            key = v.link if v.link is not None else _parse_link(v.name)
+            if key is not None:
+                link_state[link_key(*key)] = _verdict_state(v.state, v.reason)
     for sus in result.link_suspects:
         for cand in sus.get("candidates", ()):
             key = link_key(*cand)
@@ -171,21 +205,7 @@ def build_view(result: RunResult, topology: Topology | None) -> RunView:
                 link_state[key] = SUSPECT
     for lk in result.bad_links:
         link_state[link_key(*lk)] = BAD
-
-    groups = node_groups(nodes, topology)
-    group_of = {n: i for i, g in enumerate(groups) for n in g.nodes}
-    return RunView(
-        nodes=nodes,
-        run_nodes=run_nodes,
-        node_state=state,
-        node_reason=reason,
-        nic_state=nic_state,
-        link_state=link_state,
-        tested=tested,
-        groups=groups,
-        group_of=group_of,
-        node_obs=node_obs,
-    )
+    return link_state
 
 
 def _parse_link(name: str) -> LinkKey | None:

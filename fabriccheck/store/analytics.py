@@ -311,21 +311,9 @@ def lemon_nodes(
     started = {r: s for r, s in runs}
     if not started:
         return []
-    marks = ",".join("?" * len(started))
     ids = list(started)
-    tests: dict[str, dict[str, int]] = defaultdict(lambda: {"tests": 0, "failed_tests": 0})
-    for node, status in conn.execute(
-        f"SELECT n.node, o.status FROM obs_nodes n JOIN observations o ON o.id = n.obs_id"
-        f" WHERE n.run_id IN ({marks})",
-        ids,
-    ):
-        tests[node]["tests"] += 1
-        tests[node]["failed_tests"] += status in FAILING
-    tested_runs: dict[str, set[str]] = defaultdict(set)
-    for node, run_id in conn.execute(
-        f"SELECT DISTINCT node, run_id FROM obs_nodes WHERE run_id IN ({marks})", ids
-    ):
-        tested_runs[node].add(run_id)
+    tests = _test_counts(conn, ids)
+    tested_runs = _tested_runs(conn, ids)
     state = _worst_states(conn, ids)
     warned = _warn_runs(conn, ids)
     drains, returns = _applied_actions(conn, ids)
@@ -334,21 +322,10 @@ def lemon_nodes(
         per_run = state.get(node, {})
         seq = [per_run.get(r, "healthy") for r in sorted(tested_runs[node] | set(per_run),
                                                           key=lambda r: started[r])]  # fmt: skip
-        implicated = [s in ("bad", "suspect", "unreachable") for s in seq]
         t = tests.get(node, {"tests": 0, "failed_tests": 0})
-        signals: dict[str, float] = {
-            "runs_tested": len(seq),
-            "tests": t["tests"],
-            "failed_tests": t["failed_tests"],
-            "fail_rate": round(t["failed_tests"] / t["tests"], 4) if t["tests"] else 0.0,
-            "bad_runs": seq.count("bad"),
-            "suspect_runs": seq.count("suspect"),
-            "unreachable_runs": seq.count("unreachable"),
-            "drained": drains.get(node, 0),
-            "returned": returns.get(node, 0),
-            "flaps": sum(1 for a, b in zip(implicated, implicated[1:], strict=False) if a != b),
-            "warn_runs": len(warned.get(node, ())),
-        }
+        signals = _lemon_signals(seq, t, drained=drains.get(node, 0),
+                                 returned=returns.get(node, 0),
+                                 warn_runs=len(warned.get(node, ())))  # fmt: skip
         score = sum(w * signals[k] for k, w in LEMON_WEIGHTS.items())
         if score <= 0:
             continue
@@ -358,6 +335,51 @@ def lemon_nodes(
                        last_seen_s=started[last_run])  # fmt: skip
         )
     return sorted(out, key=lambda s: (-s.score, s.node))
+
+
+def _test_counts(conn: sqlite3.Connection, ids: list[str]) -> dict[str, dict[str, int]]:
+    """node -> its tests and failing tests over these runs."""
+    marks = ",".join("?" * len(ids))
+    tests: dict[str, dict[str, int]] = defaultdict(lambda: {"tests": 0, "failed_tests": 0})
+    for node, status in conn.execute(
+        f"SELECT n.node, o.status FROM obs_nodes n JOIN observations o ON o.id = n.obs_id"
+        f" WHERE n.run_id IN ({marks})",
+        ids,
+    ):
+        tests[node]["tests"] += 1
+        tests[node]["failed_tests"] += status in FAILING
+    return tests
+
+
+def _tested_runs(conn: sqlite3.Connection, ids: list[str]) -> dict[str, set[str]]:
+    """node -> the runs (of these) that tested it."""
+    marks = ",".join("?" * len(ids))
+    tested_runs: dict[str, set[str]] = defaultdict(set)
+    for node, run_id in conn.execute(
+        f"SELECT DISTINCT node, run_id FROM obs_nodes WHERE run_id IN ({marks})", ids
+    ):
+        tested_runs[node].add(run_id)
+    return tested_runs
+
+
+def _lemon_signals(seq: list[str], t: dict[str, int], *, drained: int, returned: int,
+                   warn_runs: int) -> dict[str, float]:  # fmt: skip
+    """One node's lemon signals from its worst state per run (oldest first), its test counts,
+    its applied drains and returns, and its runs with a warning."""
+    implicated = [s in ("bad", "suspect", "unreachable") for s in seq]
+    return {
+        "runs_tested": len(seq),
+        "tests": t["tests"],
+        "failed_tests": t["failed_tests"],
+        "fail_rate": round(t["failed_tests"] / t["tests"], 4) if t["tests"] else 0.0,
+        "bad_runs": seq.count("bad"),
+        "suspect_runs": seq.count("suspect"),
+        "unreachable_runs": seq.count("unreachable"),
+        "drained": drained,
+        "returned": returned,
+        "flaps": sum(1 for a, b in zip(implicated, implicated[1:], strict=False) if a != b),
+        "warn_runs": warn_runs,
+    }
 
 
 def evidence_of(conn: sqlite3.Connection, run_id: str, node: str) -> list[str]:

@@ -22,11 +22,12 @@ the nvl72 generator makes its own).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fabriccheck.errors import ConfigError
-from fabriccheck.models import link_key
+from fabriccheck.models import LinkKey, link_key
 from fabriccheck.topology.fields import Fields, join, read_yaml, type_name
 from fabriccheck.topology.generators import generate
 from fabriccheck.topology.model import FABRICS, TIERS, Link, Nic, Node, Switch, Topology
@@ -172,20 +173,47 @@ def _lab_mode(top: Fields) -> str:
 
 # ---- explicit form ------------------------------------------------------------------------
 def _explicit(top: Fields, name: str, fabric: str, gpus: int) -> Topology:
-    source = top.source
+    """The explicit form: switches, then nodes (their NICs read once the links give their
+    speeds), then links; every link end must name a switch or one of its node's NICs."""
+    switches = _switches(top)
+    node_raw = _node_entries(top, switches)
+    links, link_fields, nic_gbps = _links(top, switches, node_raw)
+    nodes: dict[str, Node] = {}
+    for node, (f, raw_nics) in node_raw.items():
+        nodes[node] = Node(node, _nics(f, node, raw_nics, nic_gbps), f.int("gpus", gpus, minimum=0))
+    known = {nic.endpoint for n in nodes.values() for nic in n.nics}
+    for key, link in links.items():
+        for end_key, end in (("a", link.a), ("b", link.b)):
+            if end not in switches and end not in known:
+                node, _, nic = end.partition("/")
+                raise ConfigError(
+                    f"node {node!r} has no NIC {nic!r}",
+                    source=top.source,
+                    field=join(link_fields[key], end_key),
+                )
+    return Topology(name=name, fabric=fabric, nodes=nodes, switches=switches, links=links)
+
+
+def _switches(top: Fields) -> dict[str, Switch]:
+    """``switches:``, by name (unique, no '/')."""
     switches: dict[str, Switch] = {}
     for i, raw in enumerate(top.list("switches")):
-        f = Fields(raw, source, join("switches", i), allowed=("name", "tier"))
+        f = Fields(raw, top.source, join("switches", i), allowed=("name", "tier"))
         sw = f.str("name")
         if sw in switches:
             raise f.error(f"duplicate switch name {sw!r}", "name")
         if "/" in sw:
             raise f.error(f"switch name {sw!r} must not contain '/'", "name")
         switches[sw] = Switch(sw, f.str("tier", choices=TIERS))
+    return switches
 
+
+def _node_entries(top: Fields, switches: dict[str, Switch]) -> dict[str, tuple[Fields, list]]:
+    """``nodes:``, by name (unique, not a switch's, no '/'): each entry's fields and its raw
+    NIC list (not empty), read into NICs once the links are known."""
     node_raw: dict[str, tuple[Fields, list]] = {}
     for i, raw in enumerate(top.list("nodes")):
-        f = Fields(raw, source, join("nodes", i), allowed=("name", "nics", "gpus"))
+        f = Fields(raw, top.source, join("nodes", i), allowed=("name", "nics", "gpus"))
         node = f.str("name")
         if node in node_raw:
             raise f.error(f"duplicate node name {node!r}", "name")
@@ -197,12 +225,19 @@ def _explicit(top: Fields, name: str, fabric: str, gpus: int) -> Topology:
         if not nics:
             raise f.error("a node needs at least one NIC", "nics")
         node_raw[node] = (f, nics)
+    return node_raw
 
-    links: dict = {}
-    link_fields: dict = {}
+
+def _links(top: Fields, switches: dict[str, Switch], node_raw: dict[str, tuple[Fields, list]]
+           ) -> tuple[dict[LinkKey, Link], dict[LinkKey, str], dict[str, float]]:
+    """``links:`` by link key, each one's field path (for later messages), and the speed of
+    each NIC end (its first link's gbps). A link joins a switch to a switch or to a known
+    node's NIC, once."""
+    links: dict[LinkKey, Link] = {}
+    link_fields: dict[LinkKey, str] = {}
     nic_gbps: dict[str, float] = {}
     for i, raw in enumerate(top.list("links")):
-        f = Fields(raw, source, join("links", i),
+        f = Fields(raw, top.source, join("links", i),
                    allowed=("a", "b", "gbps", "count", "a_port", "b_port"))
         a, b = f.str("a"), f.str("b")
         gbps = f.number("gbps")
@@ -228,21 +263,7 @@ def _explicit(top: Fields, name: str, fabric: str, gpus: int) -> Topology:
             )
         links[key] = Link(a, b, gbps, _ports(raw, "a_port"), _ports(raw, "b_port"))
         link_fields[key] = f.path
-
-    nodes: dict[str, Node] = {}
-    for node, (f, raw_nics) in node_raw.items():
-        nodes[node] = Node(node, _nics(f, node, raw_nics, nic_gbps), f.int("gpus", gpus, minimum=0))
-    known = {nic.endpoint for n in nodes.values() for nic in n.nics}
-    for key, link in links.items():
-        for end_key, end in (("a", link.a), ("b", link.b)):
-            if end not in switches and end not in known:
-                node, _, nic = end.partition("/")
-                raise ConfigError(
-                    f"node {node!r} has no NIC {nic!r}",
-                    source=source,
-                    field=join(link_fields[key], end_key),
-                )
-    return Topology(name=name, fabric=fabric, nodes=nodes, switches=switches, links=links)
+    return links, link_fields, nic_gbps
 
 
 def _nics(f: Fields, node: str, raw_nics: list, link_gbps: dict[str, float]) -> tuple[Nic, ...]:
@@ -287,40 +308,8 @@ def check_structure(topo: Topology, *, source: str, require_tree: bool = False) 
     if not topo.nodes:
         raise ConfigError("a topology needs at least one node", source=source, field="nodes")
     nics = topo.nics
-    attached: dict[str, str] = {}
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        root = x
-        while parent.get(root, root) != root:
-            root = parent[root]
-        while parent.get(x, x) != root:
-            parent[x], x = root, parent[x]
-        return root
-
-    cycle: Link | None = None
-    for link in topo.links.values():
-        for nic, other in ((link.a, link.b), (link.b, link.a)):
-            if nic in nics:
-                if nic in attached:
-                    raise ConfigError(
-                        f"NIC {nic} is on two switches ({attached[nic]} and {other})",
-                        source=source,
-                        field="links",
-                        hint="a NIC has exactly one cable",
-                    )
-                attached[nic] = other
-        ra, rb = find(link.a), find(link.b)
-        if ra == rb:
-            cycle = cycle or link
-        else:
-            parent[ra] = rb
-    for nic in nics:
-        if nic not in attached:
-            raise ConfigError(
-                f"NIC {nic} is on no switch", source=source, field="links",
-                hint=f"add a link from {nic} to its leaf",
-            )
+    _check_cabling(topo, nics, source=source)
+    find, cycle = _join_links(topo)
     vertices = list(nics) + list(topo.switches)
     roots = {find(v) for v in vertices}
     if len(roots) > 1:
@@ -342,6 +331,52 @@ def check_structure(topo: Topology, *, source: str, require_tree: bool = False) 
             field="links",
             hint="the lab bridges switches: remove redundant uplinks",
         )
+
+
+def _check_cabling(topo: Topology, nics: dict[str, Nic], *, source: str) -> None:
+    """Every NIC is on exactly one switch (the first NIC on two, in link order, then the first
+    on none, is refused)."""
+    attached: dict[str, str] = {}
+    for link in topo.links.values():
+        for nic, other in ((link.a, link.b), (link.b, link.a)):
+            if nic in nics:
+                if nic in attached:
+                    raise ConfigError(
+                        f"NIC {nic} is on two switches ({attached[nic]} and {other})",
+                        source=source,
+                        field="links",
+                        hint="a NIC has exactly one cable",
+                    )
+                attached[nic] = other
+    for nic in nics:
+        if nic not in attached:
+            raise ConfigError(
+                f"NIC {nic} is on no switch", source=source, field="links",
+                hint=f"add a link from {nic} to its leaf",
+            )
+
+
+def _join_links(topo: Topology) -> tuple[Callable[[str], str], Link | None]:
+    """Union-find over the links: the root of each vertex's connected part, and the first
+    link (in link order) that closes a cycle (None for a forest)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        root = x
+        while parent.get(root, root) != root:
+            root = parent[root]
+        while parent.get(x, x) != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    cycle: Link | None = None
+    for link in topo.links.values():
+        ra, rb = find(link.a), find(link.b)
+        if ra == rb:
+            cycle = cycle or link
+        else:
+            parent[ra] = rb
+    return find, cycle
 
 
 def _ports(raw: dict, key: str) -> tuple[int, ...]:

@@ -172,17 +172,32 @@ def resolve_routes(dump: LftDump, topo: Topology, *, source: str = "<routes>"
             f"topology {topo.name!r} has no port numbers, so out ports cannot be followed",
             source=source, hint="import the topology from ibnetdiscover "
             "(fabriccheck topology import --ibnetdiscover FILE --routes ROUTES)")
+    dest: dict[int, str] = {}
+    for lid, (kind, desc) in dump.lid_desc.items():
+        ep = ca_endpoint(desc)
+        if kind == "Channel Adapter" and ep in topo.nics:
+            dest[lid] = ep
+    out = _follow_tables(dump, topo, dest, source=source)
+    if dump.traces:
+        guid_desc = dict(dump.guid_desc)
+        guid_desc.update((t.guid, ("Switch", t.desc)) for t in dump.tables if t.desc)
+        trace_entries(dump.traces, topo, out, guid_desc=guid_desc)
+    if not any(out.values()):
+        raise ConfigError("no route to any NIC of the topology", source=source,
+                          hint="the CA descriptions ('host mlx5_0') must name its NICs")
+    return out
+
+
+def _follow_tables(dump: LftDump, topo: Topology, dest: dict[int, str], *, source: str
+                   ) -> dict[str, dict[str, str]]:
+    """Each table's switch (by description, else its GUID's) -> {NIC endpoint of a ``dest``
+    LID -> the switch or NIC cabled to the out port}; port 0 (the switch itself) is skipped."""
     by_port: dict[str, dict[int, str]] = {}
     for link in topo.links.values():
         for end, other in ((link.a, link.b), (link.b, link.a)):
             for p in link.port_at(end):
                 by_port.setdefault(end, {})[p] = other
     guid_name = {t.guid: _clean(t.desc) for t in dump.tables if t.desc}
-    dest: dict[int, str] = {}
-    for lid, (kind, desc) in dump.lid_desc.items():
-        ep = ca_endpoint(desc)
-        if kind == "Channel Adapter" and ep in topo.nics:
-            dest[lid] = ep
     out: dict[str, dict[str, str]] = {}
     for t in dump.tables:
         name = _clean(t.desc) if t.desc else guid_name.get(t.guid)
@@ -206,13 +221,6 @@ def resolve_routes(dump: LftDump, topo: Topology, *, source: str = "<routes>"
                     hint="import the topology from the same fabric (ibnetdiscover), then "
                     "the routes")
             table[ep] = nxt
-    if dump.traces:
-        guid_desc = dict(dump.guid_desc)
-        guid_desc.update((t.guid, ("Switch", t.desc)) for t in dump.tables if t.desc)
-        trace_entries(dump.traces, topo, out, guid_desc=guid_desc)
-    if not any(out.values()):
-        raise ConfigError("no route to any NIC of the topology", source=source,
-                          hint="the CA descriptions ('host mlx5_0') must name its NICs")
     return out
 
 

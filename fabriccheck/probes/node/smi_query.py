@@ -11,6 +11,7 @@ read: ``Clocks Throttle Reasons`` / ``Clocks Event Reasons``, ``Retired Pages`` 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise
@@ -559,9 +560,11 @@ def _ecc(g: GpuState, sec: _Section, kind: str) -> None:
         g.lines[f"{kind}_unc"] = line
 
 
-def _state(sec: _Section) -> GpuState:
+def _getters(g: GpuState, sec: _Section
+             ) -> tuple[Callable[..., str | None], Callable[..., str | None]]:
+    """``get(*path)``: the value at a key path of ``sec`` (None when absent); ``keep(name,
+    *path)``: the same, noting the line it was read from in ``g.lines[name]``."""
     v = sec.values
-    g = GpuState(part=f"gpu {sec.bus_id}", bus_id=sec.bus_id)
 
     def get(*path: str) -> str | None:
         hit = v.get(path)
@@ -573,6 +576,14 @@ def _state(sec: _Section) -> GpuState:
             g.lines[name] = hit[1]
         return hit[0] if hit else None
 
+    return get, keep
+
+
+def _state(sec: _Section) -> GpuState:
+    """One GPU's state from its section: product and modes, memory health, clock event
+    reasons, PCIe link, activity, fabric and reset status, and ERR! fields."""
+    g = GpuState(part=f"gpu {sec.bus_id}", bus_id=sec.bus_id)
+    get, _ = _getters(g, sec)
     g.product = get("product name") or ""
     g.virtualization = get("gpu virtualization mode", "virtualization mode") or ""
     g.mig_mode = get("mig mode", "current")
@@ -580,6 +591,22 @@ def _state(sec: _Section) -> GpuState:
     g.mig_volatile_unc = sum(num(val) or 0 for d in sec.mig for k, val in d.items()
                              if k[:2] == ("ecc errors", "volatile") and "uncorrectable" in k[-1])
     g.ecc_mode = get("ecc mode", "current")
+    _read_memory(g, sec)
+    for block in ("clocks event reasons", "clocks throttle reasons"):
+        for k, (val, line) in sec.children((block,)).items():
+            name = EVENT_NAMES.get(k)
+            if name:
+                g.events[name] = val.strip().lower() == "active"
+                g.lines[f"event:{name}"] = line
+    _read_pcie(g, sec)
+    _read_status(g, sec)
+    g.errors = list(sec.errors)
+    return g
+
+
+def _read_memory(g: GpuState, sec: _Section) -> None:
+    """Memory health: ECC counts, pending repairs, remapped rows, retired pages."""
+    get, keep = _getters(g, sec)
     _ecc(g, sec, "volatile")
     _ecc(g, sec, "aggregate")
     for key in ("channel repair pending", "tpc repair pending", "unrepairable memory"):
@@ -599,12 +626,11 @@ def _state(sec: _Section) -> GpuState:
         g.retired_dbe = num(get("retired pages", "double bit ecc"))
         g.retired_pending = yes(keep("retired_pending", "retired pages", "pending page blacklist")
                                 or keep("retired_pending", "retired pages", "pending"))
-    for block in ("clocks event reasons", "clocks throttle reasons"):
-        for k, (val, line) in sec.children((block,)).items():
-            name = EVENT_NAMES.get(k)
-            if name:
-                g.events[name] = val.strip().lower() == "active"
-                g.lines[f"event:{name}"] = line
+
+
+def _read_pcie(g: GpuState, sec: _Section) -> None:
+    """The PCIe link: generation (current, max capped by the host's) and width, replays."""
+    get, keep = _getters(g, sec)
     link = ("pci", "gpu link info")
     gen_max = num(get(*link, "pcie generation", "max"))
     host_max = num(get(*link, "pcie generation", "host max"))
@@ -618,6 +644,12 @@ def _state(sec: _Section) -> GpuState:
     if w_cur is not None and w_max is not None:
         g.pcie_width = (w_cur, w_max)
     g.replays = num(keep("replays", "pci", "replays since reset"))
+
+
+def _read_status(g: GpuState, sec: _Section) -> None:
+    """Activity (utilization, P-state, clock), NVLink fabric state, reset and recovery
+    requests, the shutdown temperature."""
+    get, keep = _getters(g, sec)
     g.util_pct = num(get("utilization", "gpu"))
     g.pstate = get("performance state")
     g.graphics_mhz = num(get("clocks", "graphics"))
@@ -628,8 +660,6 @@ def _state(sec: _Section) -> GpuState:
     g.drain_reset = yes(keep("drain", "gpu reset status", "drain and reset recommended")) is True
     g.recovery_action = keep("recovery", "gpu recovery action")
     g.shutdown_tlimit_c = num(get("temperature", "gpu shutdown t.limit temp"))
-    g.errors = list(sec.errors)
-    return g
 
 
 def _incomplete(header: dict[str, str], sections: list[_Section]) -> str:

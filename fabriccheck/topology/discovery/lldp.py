@@ -251,14 +251,29 @@ def import_lldp(
     Raises
     ------
     ConfigError
-        Unreadable files, no neighbours, or a fabric that is not connected (add spines).
-    ParseError
-        A file is not LLDP output.
+        Unreadable files, a file that is not LLDP output (named ``file:line``), no
+        neighbours, or a fabric that is not connected (add spines).
     """
     files = _files([Path(p) for p in paths])
     given = [Path(p) for p in paths]
     default = given[0].name if len(given) == 1 and given[0].is_dir() else "lldp-import"
     build = FabricBuild(name=name or default, fabric="roce", gpus_per_node=gpus_per_node)
+    hosts = _read_hosts(files)
+    _cable_hosts(build, hosts, nic_gbps)
+    if not build.cables:
+        raise ConfigError("no switch neighbours in the LLDP files", source=str(files[0]))
+    _cable_switches(build, spines, uplinks, uplink_gbps)
+    header = [f"imported from LLDP neighbours of {len(hosts)} host(s) by fabriccheck"]
+    return build.to_yaml(
+        source=str(files[0]) if len(files) == 1 else str(Path(files[0]).parent),
+        spec=spec, header=header, largest_component=largest_component,
+    )
+
+
+def _read_hosts(files: list[Path]) -> dict[str, LldpHost]:
+    """Parse each LLDP file, keyed by its host (the local SysName, else the file's stem).
+
+    A parse error becomes a ``ConfigError`` at ``file:line``."""
     hosts: dict[str, LldpHost] = {}
     for f in files:
         text = read_bounded(f)
@@ -273,6 +288,12 @@ def import_lldp(
             where = f"{f}:{m.group(1)}" if m else str(f)
             raise ConfigError(m.group(2) if m else msg, source=where, hint=exc.hint) from exc
         hosts[_safe(parsed.local or f.stem)] = parsed
+    return hosts
+
+
+def _cable_hosts(build: FabricBuild, hosts: dict[str, LldpHost], nic_gbps: float) -> None:
+    """Cable each host's NICs to the switches its LLDP neighbours name (warn on and skip a peer
+    that looks like a host and a second neighbour on one interface)."""
     names = _switch_names([nb for h in hosts.values() for nb in h.neighbors])
     for host, parsed in hosts.items():
         seen: set[str] = set()
@@ -287,8 +308,12 @@ def import_lldp(
             seen.add(nb.interface)
             build.switches.setdefault(peer, None)
             build.cable(build.nic(host, _safe(nb.interface)), peer, nic_gbps)
-    if not build.cables:
-        raise ConfigError("no switch neighbours in the LLDP files", source=str(files[0]))
+
+
+def _cable_switches(build: FabricBuild, spines: int, uplinks: Path | None,
+                    uplink_gbps: float) -> None:  # fmt: skip
+    """Add the switch-to-switch links hosts cannot see: ``spines`` spines cabled to every leaf,
+    then the uplinks file; warn which was used."""
     leaves = sorted(build.switches)
     build.warn(
         "switch-to-switch links are not visible from hosts"
@@ -303,8 +328,3 @@ def import_lldp(
             build.cable(leaf, spine, uplink_gbps)
     if uplinks is not None:
         _read_uplinks(uplinks, build)
-    header = [f"imported from LLDP neighbours of {len(hosts)} host(s) by fabriccheck"]
-    return build.to_yaml(
-        source=str(files[0]) if len(files) == 1 else str(Path(files[0]).parent),
-        spec=spec, header=header, largest_component=largest_component,
-    )
