@@ -40,6 +40,7 @@ class Purpose(StrEnum):
     LOCALIZE = "localize"  # link tomography: retests and probes of candidate links
     BISECT = "bisect"  # a part of a failing group, padded with known-good nodes
     PREFLIGHT = "preflight"  # node-local checks before any traffic
+    DOMAIN = "domain"  # an NVLink-domain collective (multi-node NVLink, no network; nvl72.md)
 
 
 class Status(StrEnum):
@@ -186,6 +187,13 @@ class ProbeParams(Mapping):
     #: a closing counter read: the preflight reading (test id) whose counters it is compared with
     #: over the run's span
     span_of: str | None = None
+    #: an NVLink-domain test (purpose ``domain``): its domain, how its trays were carved
+    #: (``full``, ``half``, ``quarter``, ``gpu``), the carving (1, 2) and, for a per-GPU test,
+    #: the one GPU index every tray runs on
+    domain: str | None = None
+    carve: str | None = None
+    carving: int | None = None
+    gpu: int | None = None
 
     @classmethod
     def of(cls, values: Mapping[str, Any] | None) -> ProbeParams:

@@ -17,6 +17,8 @@ from fabriccheck.costs import NO_METER, CostMeter
 from fabriccheck.errors import ConfigError
 from fabriccheck.executors.base import Executor
 from fabriccheck.inference.attribute import link_name
+from fabriccheck.inference.domain_judge import is_domain_test, judge_domain_round
+from fabriccheck.inference.domain_result import add_domain_results
 from fabriccheck.inference.judge import judge_round
 from fabriccheck.inference.run_result import assemble_result, infer_run
 from fabriccheck.inference.signals import SignalState, judge_signal_round
@@ -90,6 +92,7 @@ def run(
     if planner.ladder.steps or planner.ladder.skipped:
         ladder = {**planner.ladder.info(), "scale_suspects": planner.open_suspects()}
     result = assemble_result(mode, nodes, history, inf, view, policy, end, sig, skipped, ladder)
+    add_domain_results(result, history, topology)  # NVLink domains (docs/nvl72.md)
     result.wall_seconds = time.monotonic() - t0
     if learner is not None and learner.stats.pinned_flows:
         result.extra["path_learning"] = learner.stats.to_json()
@@ -173,21 +176,36 @@ def _execute(ctx: RunContext, executor: Executor, plan: RoundPlan, history: RunH
     with meter.timed("execute"):
         planned = learner.learn(plan.tests, executor) if learner else plan.tests
         tests, raws, seconds = run_waves(executor, planned)
-    is_sig = [t.probe == Probe.SIGNAL for t in tests]
-    traffic = [(t, r) for t, r, s in zip(tests, raws, is_sig, strict=True) if not s]
-    obs, warnings = judge_round([t for t, _ in traffic], [r for _, r in traffic], ctx.spec,
-                                ctx.policy, history.observations, ctx.view, meter)
-    if any(is_sig):
-        specs = {s.name: s for s in ctx.signals}
-        with meter.timed("signals"):
-            sig_obs = iter(judge_signal_round(
-                [t for t, s in zip(tests, is_sig, strict=True) if s],
-                [r for r, s in zip(raws, is_sig, strict=True) if s], specs, ctx.catalogue,
-                {o.test.test_id: o for o in history.signal_observations}))
-            traffic_obs = iter(obs)
-            obs = [next(sig_obs) if s else next(traffic_obs) for s in is_sig]
+    obs, warnings = _judge(ctx, tests, raws, history, meter)
     return RoundRecord(history.round_count + 1, plan.kind, tuple(obs), seconds,
                        tuple(warnings))
+
+
+def _judge(ctx: RunContext, tests: Sequence[Test], raws: Sequence[RawResult],
+           history: RunHistory, meter: CostMeter) -> tuple[list, list[str]]:
+    """The round's observations in test order: traffic judged against the spec and its peers,
+    signal readings by their own judge, NVLink-domain tests apart (docs/nvl72.md)."""
+    is_sig = [t.probe == Probe.SIGNAL for t in tests]
+    is_dom = [not s and is_domain_test(t) for t, s in zip(tests, is_sig, strict=True)]
+    kinds = ["signal" if s else "domain" if d else "traffic"
+             for s, d in zip(is_sig, is_dom, strict=True)]
+    picked = {k: ([t for t, x in zip(tests, kinds, strict=True) if x == k],
+                  [r for r, x in zip(raws, kinds, strict=True) if x == k]) for k in set(kinds)}
+    traffic_t, traffic_r = picked.get("traffic", ([], []))
+    obs, warnings = judge_round(traffic_t, traffic_r, ctx.spec, ctx.policy,
+                                history.observations, ctx.view, meter)
+    parts = {"traffic": iter(obs)}
+    if "domain" in picked:
+        with meter.timed("judge"):
+            parts["domain"] = iter(judge_domain_round(*picked["domain"], ctx.spec,
+                                                      history.domain_observations))
+    if "signal" in picked:
+        specs = {s.name: s for s in ctx.signals}
+        with meter.timed("signals"):
+            parts["signal"] = iter(judge_signal_round(
+                *picked["signal"], specs, ctx.catalogue,
+                {o.test.test_id: o for o in history.signal_observations}))
+    return [next(parts[k]) for k in kinds], warnings
 
 
 def run_waves(executor: Executor, tests: Sequence[Test]

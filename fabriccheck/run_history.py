@@ -41,13 +41,21 @@ class RunHistory:
 
     @cached_property
     def observations(self) -> tuple[Observation, ...]:
-        """Every traffic observation (signal readings apart: :attr:`signal_observations`).
+        """Every traffic observation (signal readings apart: :attr:`signal_observations`; the
+        NVLink-domain tests apart: :attr:`domain_observations`).
 
         A signal reading is node-local evidence with no partner and no path: it must not
         exonerate a node in attribution nor count as a peer of a bandwidth test.
         """
         return tuple(o for r in self.rounds for o in r.observations
-                     if o.test.probe != Probe.SIGNAL)
+                     if o.test.probe != Probe.SIGNAL and o.test.purpose != Purpose.DOMAIN)
+
+    @cached_property
+    def domain_observations(self) -> tuple[Observation, ...]:
+        """Every NVLink-domain test (purpose ``domain``): judged apart from the scale-out
+        traffic (no NIC, no switch link on its path; docs/nvl72.md), oldest first."""
+        return tuple(o for r in self.rounds for o in r.observations
+                     if o.test.purpose == Purpose.DOMAIN)
 
     @cached_property
     def signal_observations(self) -> tuple[Observation, ...]:

@@ -1,7 +1,7 @@
 """A simulated sweep of NVL72 racks through the whole loop (docs/nvl72.md): fault-free it exits 0
-and drains nobody; with every NVLink fault kind the preflight drains exactly the trays at fault
-(port down, IMEX missing, clique compared across the rack) and only warns for a switch tray
-and a degraded GPU, which the domain level (not built yet) is to localize."""
+and drains nobody; with every NVLink fault kind the preflight drains the trays at fault (port
+down, IMEX missing, clique compared across the rack) and only warns for a switch tray and a
+degraded GPU, which the domain level localizes (the GPU drained, the switch tray named)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,9 @@ def test_every_nvlink_kind_drains_only_its_tray(racks2):
               {"kind": "nvlink_degraded", "node": "node-030", "gpu": 0, "factor": 0.5}]
     res = sweep(racks2, faults, 4)
     assert res.exit_code == 1
-    assert res.drain == ["node-003", "node-010", "node-025"]
+    assert res.drain == ["node-003", "node-010", "node-025", "node-030"]
+    assert res.extra["bad_switches"] == ["rack-1-nvsw-3"]
+    assert "node-030/gpu0" in res.extra["nvlink"]["components"]
     reasons = {v.name: v.reason for v in res.verdicts if v.state == "bad"}
     assert "nvlink_clique" in reasons["node-025"] and "32765" in reasons["node-025"]
     assert "IMEX" in reasons["node-010"] and "NVLink 17" in reasons["node-003"]

@@ -40,6 +40,7 @@ from fabriccheck.inference.state import Inference
 from fabriccheck.models import RoundKind, Test
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.context import RunContext
+from fabriccheck.planning.domain_level import DOMAIN_STEPS
 from fabriccheck.planning.ecmp_groups import carve_ecmp_groups, is_ecmp
 from fabriccheck.planning.pairing import pair_key
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
@@ -68,6 +69,8 @@ class Step:
     pairs: bool = False
     group: bool = False
     with_solo: bool = False
+    #: an NVLink-domain round (:data:`~fabriccheck.planning.domain_level.DOMAIN_STEPS`)
+    domain: str = ""
 
     @property
     def kind(self) -> RoundKind:
@@ -75,6 +78,8 @@ class Step:
 
     @property
     def name(self) -> str:
+        if self.domain:
+            return f"domain {self.domain}" + (f" carving {self.carving}" if self.carving else "")
         what = "job" if self.level == JOB else f"{self.level}x"
         probe = "pairs" if self.pairs else "collective"
         return f"{what} {probe} carving {self.carving}" + (" + 1x" if self.with_solo else "")
@@ -145,6 +150,8 @@ def plan_ladder(ctx: RunContext) -> LadderPlan:
         else:
             keep.append(lv)
     steps = _gate_steps(ctx, keep, probe) if ctx.mode == "gate" else _sweep_steps(ctx, keep)
+    if steps and ctx.view.topology.domains and ctx.spec.gpus_per_node:  # docs/nvl72.md
+        steps += [Step(0, c, domain=carve) for carve, c in DOMAIN_STEPS]
     return LadderPlan(tuple(keep), skipped, tuple(steps))
 
 

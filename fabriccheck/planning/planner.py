@@ -36,6 +36,7 @@ from fabriccheck.inference.state import Inference
 from fabriccheck.models import FAIL, HANG, PASS, RoundKind, Test
 from fabriccheck.planning.bisect_steps import BisectTask
 from fabriccheck.planning.context import BisectState, RunContext
+from fabriccheck.planning.domain_level import plan_domain_round
 from fabriccheck.planning.followup_round import plan_followup_round
 from fabriccheck.planning.ladder import (
     JOB,
@@ -132,8 +133,10 @@ class Planner:
         while self.steps_done < len(steps):
             step = steps[self.steps_done]
             self.steps_done += 1
-            tests = plan_step(step, self.ctx, history, inf, self.ladder_memory, self.tries,
-                              follow_up=self._follow_up_into(history, inf))
+            tests = (plan_domain_round(step.domain, step.carving, self.ctx, history, inf)
+                     if step.domain else  # NVLink domains (docs/nvl72.md)
+                     plan_step(step, self.ctx, history, inf, self.ladder_memory, self.tries,
+                               follow_up=self._follow_up_into(history, inf)))
             self.last_step = step
             if tests:
                 return RoundPlan(step.kind, tuple(tests))

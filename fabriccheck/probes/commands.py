@@ -36,8 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fabriccheck.errors import ConfigError
-from fabriccheck.models import Test, nic_node
+from fabriccheck.models import Purpose, Test, nic_node
 from fabriccheck.probes.launch import HostCommand, ProbeLaunch
+from fabriccheck.probes.nccl_mnnvl import mnnvl_env
 
 #: nccl-tests binary per collective (params["collective"])
 NCCL_BINARIES = {
@@ -266,6 +267,8 @@ def nccl_launch(test: Test, nic_ips: Mapping[str, str], opts: CommandOptions) ->
         env["NCCL_IB_HCA"] = "=" + ",".join(f"{h}:1" for h in hcas)  # exact names, port 1
     if opts.gid_index is not None:
         env["NCCL_IB_GID_INDEX"] = str(opts.gid_index)
+    if test.purpose == Purpose.DOMAIN:  # multi-node NVLink, the network off (docs/nvl72.md)
+        env = mnnvl_env(env, test.params.gpu)
     k = len(test.nodes)
     if opts.launcher == "srun":
         argv = [opts.srun, "-N", str(k), "-w", ",".join(test.nodes),

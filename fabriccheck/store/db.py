@@ -437,8 +437,11 @@ def _iso(text: str) -> datetime | None:
 
 
 def _probe_column(o: Observation) -> str:
-    """The ``observations.probe`` value: the probe, or ``signal:<name>`` for a signal reading,
-    so history keeps every signal apart (baselines, drift, lemon queries by probe)."""
+    """The ``observations.probe`` value: the probe, ``signal:<name>`` for a signal reading or
+    ``nccl:domain`` for an NVLink-domain test, so history keeps each apart (baselines, drift,
+    lemon queries by probe)."""
     if o.test.probe == "signal":
         return f"signal:{o.test.params.get('signal', '')}"
+    if o.test.purpose == "domain":  # an NVLink-domain test: never a scale-out baseline
+        return f"{o.test.probe}:domain"
     return o.test.probe

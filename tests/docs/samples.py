@@ -73,6 +73,7 @@ SLOW_S = 10.0
 #: test tier (``make test-long``), not in ``make test``
 SLOW = (
     "fabriccheck sweep --topology docs/examples/ib-rail-128.yaml",  # ~18 s: 128 nodes, 15k tests
+    "fabriccheck sweep --topology gb200-nvl72-8",  # ~11 s: 144 trays, the domain level too
 )
 TIMEOUT_S = 300
 WIDTH = 100  # JSON samples wrap at this width

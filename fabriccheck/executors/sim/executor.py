@@ -41,14 +41,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 
 from fabriccheck.errors import ConfigError
-from fabriccheck.executors.sim import preflight, render, tools
+from fabriccheck.executors.sim import nvl_nccl, preflight, render, tools
 from fabriccheck.executors.sim.model import Capacities, Router, max_min_rates, stable_hash
 from fabriccheck.faults import FaultSet
+from fabriccheck.faults_nvl import nvlink_bandwidth
 from fabriccheck.models import (
     PROBES,
     Flow,
     LinkKey,
     ProbeParams,
+    Purpose,
     RawResult,
     Test,
     link_key,
@@ -179,6 +181,7 @@ class SimExecutor:
         self._filled: dict[tuple, ProbeParams] = {}  # see _fill
         self._quiet_rng = random.Random(0)  # see _noise
         self._by_node: dict[str, list] | None = None  # see _node_faults
+        self._nvl_model: nvl_nccl.DomainModel | None = None  # see _domain_model
         self._rails = max(1, topology.rails)  # a property that scans every node: read once
         sku_text = (sku or (spec.sku if spec else "") or "h100").lower()
         key = next((k for k in GPU_NAMES if k in sku_text), "h100")
@@ -410,6 +413,8 @@ class SimExecutor:
     def _prepare(self, test: Test) -> _Prep:
         if test.probe == TRACE_PROBE:
             return self._prepare_trace(test)
+        if test.purpose == Purpose.DOMAIN:  # NVLink only: no flow, no link (nvl_nccl)
+            return self._prepare_domain(test)
         test = self._fill(test)
         prep = _Prep(test=test, flows=test.flows)
         caps = self.caps
@@ -449,6 +454,26 @@ class SimExecutor:
             prep.state = "fail"
             prep.hops = []
         return prep
+
+    def _prepare_domain(self, test: Test) -> _Prep:
+        prep = _Prep(test=test)
+        prep.unreachable = tuple(n for n in test.nodes if n in self.caps.unreachable)
+        if prep.unreachable:
+            prep.state = "unreachable"
+        elif any(n in self.caps.hung for n in test.nodes):
+            prep.state = "hang"
+        return prep
+
+    def _domain_model(self) -> nvl_nccl.DomainModel:
+        """The NVLink model of the domain tests (the faults do not change during a run)."""
+        if self._nvl_model is None:
+            fs = self.faults.faults
+            self._nvl_model = nvl_nccl.DomainModel(
+                nvlink_bandwidth(fs, self.topology),
+                frozenset(str(f.node) for f in fs if f.kind == "imex_missing"),
+                frozenset(str(f.node) for f in fs if f.kind == "clique_mismatch"),
+                dict(self.caps.node_factor), self.intra_busbw_gbps)
+        return self._nvl_model
 
     def _prepare_trace(self, test: Test) -> _Prep:
         """A traceroute on the pinned 5-tuple of the test's flow: the switches that answer.
@@ -564,6 +589,9 @@ class SimExecutor:
         jitter = self.faults.noise.jitter
         # the parameters as attributes (p.get(k, d) is p.k, or d when p.k is None; p[k] is p.k,
         # set by _fill for collective, size_bytes and gpus_per_node)
+        if test.purpose == Purpose.DOMAIN:
+            return nvl_nccl.run_domain(test, ctx, self._domain_model(), noise=noise, rng=rng,
+                                       jitter=jitter)
         if test.probe in ("nccl", "allreduce-cpu"):
             cpu = test.probe == "allreduce-cpu"
             coll = p["collective"]
