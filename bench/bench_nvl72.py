@@ -32,7 +32,7 @@ from fabriccheck.topology import load_topology  # noqa: E402
 
 NOISE = {"jitter": 0.03, "glitch_rate": 0.01}
 KINDS = ("clean", "nvlink_port_down", "nvswitch_down", "imex_missing", "clique_mismatch",
-         "nvlink_degraded", "nic_degraded", "nvl+nic")
+         "nvlink_degraded", "fabric_unregistered", "nic_degraded", "nvl+nic")
 
 
 def draw(kind: str, seed: int, topo) -> tuple[list[dict], dict]:
@@ -52,6 +52,7 @@ def draw(kind: str, seed: int, topo) -> tuple[list[dict], dict]:
                           {"drain": [], "names": [f"{rack}-nvsw-{st}"]}),
         "imex_missing": ([{"kind": kind, "node": a}], {"drain": [a], "names": [a]}),
         "clique_mismatch": ([{"kind": kind, "node": a}], {"drain": [a], "names": [a]}),
+        "fabric_unregistered": ([{"kind": kind, "node": a}], {"drain": [a], "names": [a]}),
         "nvlink_degraded": ([{"kind": kind, "node": a, "gpu": g, "factor": 0.5}],
                             {"drain": [a], "names": [f"{a}/gpu{g}"]}),
         "nic_degraded": ([{"kind": kind, "nic": nic, "factor": 0.25}],

@@ -70,6 +70,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "imex_missing": ("node",),
     "clique_mismatch": ("node",),
     "nvlink_degraded": ("node", "gpu", "factor"),
+    "fabric_unregistered": ("node",),
 }
 NIC_KINDS = ("nic_degraded", "nic_down")
 NODE_KINDS = ("node_slow", "gpu_link_degraded", "node_hang", "node_unreachable")
@@ -84,7 +85,8 @@ WARN_NIC_KINDS = ("port_flap", "firmware_drift")
 CONFIG_NODE_KINDS = ("transport_fallback", "acs_enabled", "numa_misaligned")
 CONFIG_NIC_KINDS = ("pfc_disabled", "gid_mismatch", "mtu_mismatch")
 #: NVLink-domain faults (:mod:`fabriccheck.faults_nvl`); the tray itself is at fault in these
-NVL_NODE_KINDS = ("nvlink_port_down", "imex_missing", "clique_mismatch", "nvlink_degraded")
+NVL_NODE_KINDS = ("nvlink_port_down", "imex_missing", "clique_mismatch", "nvlink_degraded",
+                  "fabric_unregistered")
 NVL_KINDS = (*NVL_NODE_KINDS, "nvswitch_down")
 
 

@@ -3,9 +3,9 @@ the model values the domain level reads (each GPU's NVLink bandwidth, trays cut 
 
 The kinds (:data:`fabriccheck.faults.NVL_KINDS`): ``nvlink_port_down {node, gpu, port}``,
 ``nvswitch_down {rack, tray}``, ``imex_missing {node}``, ``clique_mismatch {node}``,
-``nvlink_degraded {node, gpu, factor}``. How each shows in the node-local tools is the
-simulator's (``executors/sim/nvl_world.py``); what a perfect tool would report is
-:func:`nvl_truth`.
+``nvlink_degraded {node, gpu, factor}``, ``fabric_unregistered {node}``. How each shows in
+the node-local tools is the simulator's (``executors/sim/nvl_world.py``); what a perfect tool
+would report is :func:`nvl_truth`.
 """
 
 from __future__ import annotations
@@ -127,18 +127,20 @@ def nvlink_bandwidth(faults: Iterable[Fault], topology: Topology) -> dict[tuple[
 
 def cut_off_trays(faults: Iterable[Fault]) -> tuple[str, ...]:
     """Trays that cannot share NVLink memory with the rest of their domain: ``imex_missing`` (no
-    IMEX daemon to import and export it) and ``clique_mismatch`` (another clique)."""
-    return tuple(sorted({str(f.node) for f in faults
-                         if f.kind in ("imex_missing", "clique_mismatch")}))
+    IMEX daemon to import and export it), ``clique_mismatch`` (another clique) and
+    ``fabric_unregistered`` (the fabric manager never configured its GPUs)."""
+    return tuple(sorted({str(f.node) for f in faults if f.kind in (
+        "imex_missing", "clique_mismatch", "fabric_unregistered")}))
 
 
 def nvl_truth(faults: Iterable[Fault], topology: Topology) -> dict[str, list]:
     """What a perfect tool would report for the NVLink faults: ``trays`` at fault (port down,
-    IMEX, clique, degraded GPU), ``switch_trays`` (``rack-0-nvsw-3``), ``ports`` (``node/gpuG/
-    nvlP`` with the chip it goes to) and ``gpus`` (``node/gpuG``, degraded)."""
+    IMEX, clique, degraded GPU, unregistered), ``switch_trays`` (``rack-0-nvsw-3``), ``ports``
+    (``node/gpuG/nvlP`` with the chip it goes to) and ``gpus`` (``node/gpuG``, degraded)."""
     faults = tuple(faults)
     trays = sorted({str(f.node) for f in faults if f.kind in (
-        "nvlink_port_down", "imex_missing", "clique_mismatch", "nvlink_degraded")})
+        "nvlink_port_down", "imex_missing", "clique_mismatch", "nvlink_degraded",
+        "fabric_unregistered")})
     switches = sorted({str(f.target) for f in faults if f.kind == "nvswitch_down"})
     ports = []
     for f in faults:

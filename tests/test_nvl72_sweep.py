@@ -61,3 +61,14 @@ def test_every_nvlink_kind_drains_only_its_tray(racks2):
     assert ("node-030", "gpu-fabric-health") in warned
     assert {t for t, c in warned if c == "imex-domain-degraded"} == {
         f"node-{i:03d}" for i in range(1, 19)} - {"node-010", "node-003"}  # less the drained
+
+
+@pytest.mark.parametrize("seed", [1, 5])
+def test_a_tray_the_fabric_manager_never_configured_is_drained_alone(racks2, seed):
+    res = sweep(racks2, [{"kind": "fabric_unregistered", "node": "node-012"}], seed)
+    assert (res.exit_code, res.drain) == (1, ["node-012"])
+    reason = next(v.reason for v in res.verdicts if v.name == "node-012")
+    assert "signal imex" in reason and "fabric manager configured none" in reason
+    # nobody else hears about the fabric manager, not even as a warning
+    assert not [w for w in res.extra["warnings"] if w["check"].startswith("fabric-manager")]
+    assert res.extra["nvlink"]["components"] == ["node-012"]

@@ -42,6 +42,10 @@ def show(
         ("links", f"{s['links']} ({s['host_links']} NIC, {s['switch_links']} switch-switch)"),
         ("ECMP width", f"{s['ecmp_width']} paths between same-rail NICs on different leaves"),
     ]
+    if topo.domains:
+        trays = sum(len(d.trays) for d in topo.domains.values())
+        rows.append(("NVLink", f"{len(topo.domains)} domains over {trays} trays "
+                     "(topology show --json: nvlink_domains)"))
     for key, value in rows:
         out.print(f"{key:<11} {value}", highlight=False, markup=False)
 
@@ -121,19 +125,40 @@ def import_(
                      ".fdbs output) or ibtracert traces: checked now, referenced as 'routes:' "
                      "in the YAML."),
     ] = None,
+    nvlink_smi: Annotated[
+        list[Path] | None,
+        typer.Option("--nvlink-smi", help="Per-tray `nvidia-smi -q` outputs, files named by host "
+                     "(node-001.txt) or a dir: the NVLink domains (trays of one fabric cluster "
+                     "and clique), written as 'nvlink_domains:'."),
+    ] = None,
+    topology: Annotated[
+        str | None,
+        typer.Option("--topology", help="With --nvlink-smi: add the domains to this topology "
+                     "file (or bundled name) instead of importing the fabric."),
+    ] = None,
 ) -> None:
-    """Build an explicit-form topology YAML from ibnetdiscover or LLDP neighbour data."""
+    """Build an explicit-form topology YAML from ibnetdiscover or LLDP neighbour data; with
+    --nvlink-smi, add the NVLink domains read from every tray's nvidia-smi -q."""
     import sys
 
     from fabriccheck.errors import ConfigError
 
     with exit_on_error(one_line=True):
-        if bool(ibnetdiscover) == bool(lldp):
+        if sum(map(bool, (ibnetdiscover, lldp, topology))) != 1:
             raise ConfigError(
-                "give exactly one of --ibnetdiscover FILE or --lldp FILES",
-                source="topology import",
+                "give exactly one of --ibnetdiscover FILE, --lldp FILES or --topology FILE "
+                "(with --nvlink-smi)", source="topology import",
             )
-        if ibnetdiscover:
+        if topology and routes:
+            raise ConfigError("--routes goes with --ibnetdiscover; write routes: into the "
+                              "topology file itself", source="topology import")
+        smi = _read_smi(nvlink_smi, topology)
+        if smi is not None and gpus_per_node is None:
+            gpus_per_node = smi.gpus_per_tray
+        if topology:
+            topology, text = _topology_text(topology)
+            warnings = []
+        elif ibnetdiscover:
             from fabriccheck.topology.discovery.ibnetdiscover import import_ibnetdiscover
 
             text, warnings = import_ibnetdiscover(
@@ -154,6 +179,9 @@ def import_(
                 largest_component=largest_component,
                 gpus_per_node=gpus_per_node,
             )
+        if smi is not None:
+            text, more = _with_domains(text, smi, topology)
+            warnings = [*warnings, *more]
         if routes:
             text = _with_routes(text, routes, output)
     for warning in warnings:
@@ -164,6 +192,34 @@ def import_(
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def _read_smi(paths: list[Path] | None, topology: str | None):
+    """The trays of ``--nvlink-smi`` (None without it; ``--topology`` needs it)."""
+    from fabriccheck.errors import ConfigError
+    from fabriccheck.topology.discovery.nvlink_smi import read_nvlink_smi
+
+    if not paths:
+        if topology:
+            raise ConfigError("--topology adds NVLink domains to a topology: give --nvlink-smi "
+                              "DIR too", source="topology import")
+        return None
+    return read_nvlink_smi(paths)
+
+
+def _topology_text(name: str) -> tuple[str, str]:
+    """The file of a topology file or bundled topology (checked to load) and its text."""
+    from fabriccheck.topology import load_topology
+
+    path = load_topology(name).source
+    return path, Path(path).read_text(encoding="utf-8")
+
+
+def _with_domains(text: str, smi, topology: str | None) -> tuple[str, list[str]]:
+    """``text`` with the NVLink domains of ``smi`` (``nvlink_domains:``) and the warnings."""
+    from fabriccheck.topology.discovery.nvlink_smi import with_nvlink_domains
+
+    return with_nvlink_domains(text, smi, source=topology or "<import>")
 
 
 def _with_routes(text: str, routes: list[Path], output: Path | None) -> str:

@@ -174,7 +174,8 @@ def _judge_candidate(ev: TrayEvidence, d: NvlDomain | None, hints: NvlHints,
                            _tray_ports(ev.tray, d, hints, failing), [*ev.blamed, *gpu_ids])
     if failing:
         return TrayVerdict(ev.tray, ev.rack, "bad", fault,
-                           f"every GPU slow with proven-good trays of its rack{where}; {base}",
+                           f"every GPU failed or slow with proven-good trays of its rack"
+                           f"{where}; {base}",
                            [], _tray_ports(ev.tray, d, hints, failing), [*ev.blamed, *gpu_ids])
     why = ("each GPU passed with proven-good trays of its rack" if passing
            else "no proven-good trays of its rack to localize with")

@@ -35,6 +35,7 @@ from fabriccheck.report.heatmaps import render_pair_matrix, render_rail_heatmap
 from fabriccheck.report.ladder_table import ladder_context, ladder_table
 from fabriccheck.report.path_overlay import cable, counted_links, per_test
 from fabriccheck.report.paths import FailPaths, failing_paths
+from fabriccheck.report.rack_svg import render_racks
 from fabriccheck.report.signals_table import signal_rows
 from fabriccheck.report.topology_svg import DETAIL_MAX_NODES, render_topology
 from fabriccheck.report.view import (
@@ -236,6 +237,7 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
     steps = next_steps(result, view, fabric, _topology_ref(result, topology))
     pair_svg, pair_caption = render_pair_matrix(result, view)
     rail = render_rail_heatmap(result, view, topology)
+    racks, racks_legend, racks_caption = render_racks(result, view, topology)
     blamed_nodes = _blamed(view)
     blamed = _blamed_cards(result, view, topology, blamed_nodes[:BLAMED_MAX])
     verdicts, healthy_hidden = _verdict_rows(result, view)
@@ -263,6 +265,9 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
         topology_svg=render_topology(view, topology, paths),
         topo_caption=_topology_caption(view, topology) + _paths_caption(paths, view),
         cables=_cables(view, topology, paths),
+        racks=racks,
+        racks_legend=racks_legend,
+        racks_caption=racks_caption,
         pair_svg=pair_svg,
         pair_caption=pair_caption,
         pair_wide=len(view.run_nodes) > 24,

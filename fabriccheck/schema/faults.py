@@ -11,6 +11,7 @@ from fabriccheck.schema.base import Name, StrictModel, fail
 from fabriccheck.schema.faults_nvl import (
     NVL_MODELS,
     CliqueMismatch,
+    FabricUnregistered,
     ImexMissing,
     NvlinkDegraded,
     NvlinkPortDown,
@@ -267,7 +268,8 @@ AnyFault = Annotated[
     | LinkDegraded | LinkDown | LinkFlapping | GpuMissing | PcieDowntrained | PortErrors
     | Xid | GpuThrottle | RowRemapPending | NvlinkDown | PortFlap | TransportFallback
     | AcsEnabled | NumaMisaligned | PfcDisabled | GidMismatch | MtuMismatch | FirmwareDrift
-    | NvlinkPortDown | NvswitchDown | ImexMissing | CliqueMismatch | NvlinkDegraded,
+    | NvlinkPortDown | NvswitchDown | ImexMissing | CliqueMismatch | NvlinkDegraded
+    | FabricUnregistered,
     Field(discriminator="kind"),
 ]
 

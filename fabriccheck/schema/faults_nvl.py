@@ -1,5 +1,6 @@
 """The faults file's NVLink-domain kinds (docs/nvl72.md): a GPU's NVLink port, an NVSwitch tray,
-a tray's IMEX daemon and its fabric clique, a GPU's NVLink bandwidth. Names are checked against
+a tray's IMEX daemon, its fabric clique and its registration with the rack's fabric manager, a
+GPU's NVLink bandwidth. Names are checked against
 the topology's NVLink domains by :meth:`fabriccheck.faults.FaultSet.validate`."""
 
 from __future__ import annotations
@@ -60,4 +61,14 @@ class NvlinkDegraded(StrictModel):
     factor: float = Field(gt=0, lt=1, description="share of healthy NVLink bandwidth left, (0, 1)")
 
 
-NVL_MODELS = (NvlinkPortDown, NvswitchDown, ImexMissing, CliqueMismatch, NvlinkDegraded)
+class FabricUnregistered(StrictModel):
+    """The rack's fabric manager never configured the tray's GPUs (a replaced tray it does not
+    know, or it lost the tray): every GPU's fabric state is ``Not Started``, CUDA cannot start
+    on them and the tray takes no part in the domain's NVLink."""
+
+    kind: Literal["fabric_unregistered"]
+    node: Name = Field(description="a compute tray of an NVLink domain")
+
+
+NVL_MODELS = (NvlinkPortDown, NvswitchDown, ImexMissing, CliqueMismatch, NvlinkDegraded,
+              FabricUnregistered)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from fabriccheck.topology.model import TIERS, Topology
+from fabriccheck.topology.nvlink import NvlDomain
 
 
 def _q(value: str) -> str:
@@ -60,15 +62,29 @@ def topology_to_yaml(
                 extra += f", {name}: " + (str(ports[0]) if len(ports) == 1 else
                                           "[" + ", ".join(map(str, ports)) + "]")
         lines.append(f"  - {{a: {_q(link.a)}, b: {_q(link.b)}, gbps: {_num(link.gbps)}{extra}}}")
-    if topo.domains:  # NVLink domains (docs/nvl72.md): the wiring follows by rule
-        lines.append("nvlink_domains:")
-        for d in topo.domains.values():
-            trays = ", ".join(_q(t) for t in d.trays)
-            lines.append(f"  - {{name: {_q(d.name)}, trays: [{trays}], gpus_per_tray: "
-                         f"{d.gpus_per_tray}, switch_trays: {d.switch_trays}, "
-                         f"chips_per_switch_tray: {d.chips_per_switch_tray}, "
-                         f"ports_per_gpu: {d.ports_per_gpu}}}")
+    lines += domains_yaml(topo.domains.values())
     return "\n".join(lines) + "\n"
+
+
+def domains_yaml(domains: Iterable[NvlDomain]) -> list[str]:
+    """The ``nvlink_domains:`` block of ``domains`` (no lines for none); the wiring follows by
+    rule (docs/nvl72.md).
+
+    >>> lines = domains_yaml([NvlDomain("rack-0", ("a", "b"))])
+    >>> lines[0], lines[1][:38]
+    ('nvlink_domains:', '  - {name: "rack-0", trays: ["a", "b"]')
+    """
+    domains = list(domains)
+    if not domains:
+        return []
+    lines = ["nvlink_domains:"]
+    for d in domains:
+        trays = ", ".join(_q(t) for t in d.trays)
+        lines.append(f"  - {{name: {_q(d.name)}, trays: [{trays}], gpus_per_tray: "
+                     f"{d.gpus_per_tray}, switch_trays: {d.switch_trays}, "
+                     f"chips_per_switch_tray: {d.chips_per_switch_tray}, "
+                     f"ports_per_gpu: {d.ports_per_gpu}}}")
+    return lines
 
 
 def ecmp_width(topo: Topology) -> int:

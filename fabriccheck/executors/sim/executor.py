@@ -472,7 +472,8 @@ class SimExecutor:
                 nvlink_bandwidth(fs, self.topology),
                 frozenset(str(f.node) for f in fs if f.kind == "imex_missing"),
                 frozenset(str(f.node) for f in fs if f.kind == "clique_mismatch"),
-                dict(self.caps.node_factor), self.intra_busbw_gbps)
+                dict(self.caps.node_factor), self.intra_busbw_gbps,
+                frozenset(str(f.node) for f in fs if f.kind == "fabric_unregistered"))
         return self._nvl_model
 
     def _prepare_trace(self, test: Test) -> _Prep:

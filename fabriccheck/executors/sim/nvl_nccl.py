@@ -8,7 +8,11 @@ same NVLink 5 per GPU). A tray without IMEX (``imex_missing``) cannot export fab
 ranks print NCCL's ``MNNVL ... is available but not working`` WARN and the test fails (exit 3).
 A tray in another clique (``clique_mismatch``) forms its own clique: the ring's hops to and from
 it leave NVLink for the network (``via NET/Socket``, the IB transport being off) and the test
-crawls at socket speed. NIC faults change nothing here: no byte of a domain test crosses a NIC.
+crawls at socket speed. A tray the rack's fabric manager never configured
+(``fabric_unregistered``) cannot start CUDA: its ranks stop at nccl-tests' first CUDA call
+(``Test CUDA failure common.cu:... 'system not yet initialized'``, CUDA's
+``cudaErrorSystemNotReady``) before NCCL prints anything, and the test fails (exit 3). NIC
+faults change nothing here: no byte of a domain test crosses a NIC.
 
 Lines per rank (NCCL 2.21's wordings): ``NCCL_IB_DISABLE set by environment to 1.``, ``NET/Socket
 : Using [0]eth0:<ip><0>``, ``Using network Socket``, ``MNNVL busId ... fabric UUID ... cliqueId
@@ -35,18 +39,22 @@ __all__ = ["DomainModel", "run_domain"]
 SOCKET_BUSBW_GBPS = 3.0
 #: NCCL init to the IMEX failure (cuMem export/import tried once per rank)
 IMEX_FAIL_S = 6.0
+#: CUDA's text for cudaErrorSystemNotReady (the fabric manager has not configured the GPU)
+NOT_READY = "system not yet initialized"
 
 
 @dataclass(frozen=True)
 class DomainModel:
     """What the simulator knows for a domain test: per (tray, GPU) its NVLink share, the trays
-    without IMEX, the trays in another clique, per tray its host factor, the healthy busbw."""
+    without IMEX, the trays in another clique, per tray its host factor, the healthy busbw, the
+    trays the fabric manager never configured."""
 
     share: Mapping[tuple[str, int], float]
     no_imex: frozenset[str]
     odd_clique: frozenset[str]
     host_factor: Mapping[str, float]
     busbw_gbps: float
+    unregistered: frozenset[str] = frozenset()
 
 
 def _ranks(test: Test, ctx: ToolContext) -> list[tuple[render.NcclRank, int]]:
@@ -83,6 +91,8 @@ def _info(test: Test, ctx: ToolContext, ranks: Sequence[tuple[render.NcclRank, i
     seen: dict[int, int] = {}
     n = len(ranks)
     for i, (r, g) in enumerate(ranks):
+        if r.host in m.unregistered:  # stopped at its first CUDA call: NCCL never started
+            continue
         pfx = render.nccl_prefix(r.host, r.pid, r.pid + 31, r.device)
         c = clique[r.host]
         seen[c] = seen.get(c, -1) + 1
@@ -127,15 +137,29 @@ def _imex_failure(test: Test, ctx: ToolContext, ranks, m: DomainModel, head: lis
                    exit_code=3, duration_s=min(NCCL_LAUNCH_S + IMEX_FAIL_S, test.timeout_s))
 
 
+def _cuda_failure(test: Test, ranks, m: DomainModel, head: list[str]) -> ToolRun:
+    """The ranks of a tray the fabric manager never configured stop at CUDA's first call."""
+    lines = list(head)
+    bad = [(i, r) for i, (r, _) in enumerate(ranks) if r.host in m.unregistered]
+    for host in dict.fromkeys(r.host for _, r in bad):
+        pid = next(r.pid for _, r in bad if r.host == host)
+        lines += [f"{host}: Test CUDA failure common.cu:1001 '{NOT_READY}'",
+                  f" .. {host} pid {pid}: Test failure common.cu:891"]
+    return ToolRun("\n".join(lines) + "\n", stderr=render.render_mpirun_abort(bad[0][0], 3),
+                   exit_code=3, duration_s=min(NCCL_LAUNCH_S, test.timeout_s))
+
+
 def run_domain(test: Test, ctx: ToolContext, m: DomainModel, *, noise: float,
                rng: random.Random, jitter: float) -> ToolRun:
-    """The whole output of one domain test (a table, or the IMEX failure)."""
+    """The whole output of one domain test (a table, or the CUDA or IMEX failure)."""
     ranks = _ranks(test, ctx)
     p = test.params
     size, iters = int(p["size_bytes"]), int(p.iters if p.iters is not None else 20)
     head = render.render_nccl_header("all_reduce", [r for r, _ in ranks], n_gpus=1,
                                      min_bytes=size, max_bytes=size, warmup=1, iters=iters,
                                      info=_info(test, ctx, ranks, m))
+    if set(test.nodes) & m.unregistered:
+        return _cuda_failure(test, ranks, m, head)
     if set(test.nodes) & m.no_imex:
         return _imex_failure(test, ctx, ranks, m, head)
     n = len(ranks)

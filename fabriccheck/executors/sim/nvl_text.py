@@ -9,7 +9,13 @@
   without a daemon), the ``Nodes From\\To`` connectivity matrix (``C`` connected, ``N`` never
   connected) and ``Domain State: UP`` (``DEGRADED`` when a tray is missing), as the IMEX guide
   and the AWS ParallelCluster GB200 docs show it. A tray whose IMEX is missing has no
-  ``nvidia-imex-ctl``: the shell says ``sh: 1: nvidia-imex-ctl: not found``.
+  ``nvidia-imex-ctl``: the shell says ``sh: 1: nvidia-imex-ctl: not found``;
+- the fabric manager as the tray sees it: ``systemctl is-active nvidia-fabricmanager`` prints
+  ``inactive`` (an NVL72 compute tray runs none: the rack's is on its NVSwitch trays) and
+  ``nvidia-smi --query-gpu=index,fabric.state,fabric.status --format=csv,noheader`` one
+  ``0, Completed, Success`` line per GPU. A tray the fabric manager never configured
+  (``fabric_unregistered``) reads ``0, Not Started, [N/A]`` there, and its ``-q`` Fabric
+  sections ``State : Not Started`` with the other fields ``N/A``.
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ def _kv(depth: int, key: str, value: object = None) -> str:
 
 def fabric_block(nvl: NvlFacts, gpu: int) -> str:
     """GPU ``gpu``'s ``Fabric`` section (lines joined, no trailing newline)."""
+    if not nvl.registered:
+        return "\n".join([
+            _kv(1, "Fabric"), _kv(2, "State", "Not Started"), _kv(2, "Status", "N/A"),
+            _kv(2, "CliqueId", "N/A"), _kv(2, "ClusterUUID", "N/A"), _kv(2, "Health"),
+            _kv(3, "Summary", "N/A"), _kv(3, "Bandwidth", "N/A")])
     slow = gpu in nvl.degraded
     return "\n".join([
         _kv(1, "Fabric"), _kv(2, "State", "Completed"), _kv(2, "Status", "Success"),
@@ -97,3 +108,16 @@ def imex_domain(nvl: NvlFacts | None, clock_s: float) -> str:
     whole = all(up for _, up in nvl.imex)
     lines += ["", f"Domain State: {'UP' if whole else 'DEGRADED'}"]
     return "\n".join(lines) + "\n"
+
+
+def fm_service(nvl: NvlFacts | None) -> str:
+    """``systemctl is-active nvidia-fabricmanager`` on a compute tray: none runs there."""
+    return "inactive\n"
+
+
+def fabric_states(nvl: NvlFacts | None, gpus: int) -> str:
+    """``nvidia-smi --query-gpu=index,fabric.state,fabric.status --format=csv,noheader``."""
+    if nvl is None:  # a node in no NVLink domain: no GPU in a fabric
+        return "".join(f"{g}, [N/A], [N/A]\n" for g in range(gpus))
+    row = "Completed, Success" if nvl.registered else "Not Started, [N/A]"
+    return "".join(f"{g}, {row}\n" for g in range(gpus))

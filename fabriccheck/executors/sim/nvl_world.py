@@ -8,7 +8,8 @@ connected to every other. The faults change that: ``nvlink_port_down`` (that por
 ``nvswitch_down`` (the ports wired to that switch tray inactive on every GPU of the rack),
 ``imex_missing`` (no daemon on the tray: its tools are not found, the others see it
 ``UNAVAILABLE``), ``clique_mismatch`` (the tray's GPUs in clique :data:`OTHER_CLIQUE`),
-``nvlink_degraded`` (that GPU's fabric health: bandwidth degraded).
+``nvlink_degraded`` (that GPU's fabric health: bandwidth degraded), ``fabric_unregistered``
+(the rack's fabric manager never configured the tray: every GPU's fabric state ``Not Started``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ IMEX_VERSION = "570.172"
 class NvlFacts:
     """What a tray's GPU and IMEX tools see of its domain: ``dead`` per GPU its inactive ports,
     ``degraded`` the GPUs whose fabric bandwidth is degraded, ``imex`` per tray of the domain (in
-    domain order) its address and whether its daemon runs; ``tray_index`` is this tray's."""
+    domain order) its address and whether its daemon runs; ``tray_index`` is this tray's;
+    ``registered`` whether the rack's fabric manager configured the tray's GPUs."""
 
     domain: str
     tray_index: int
@@ -42,6 +44,7 @@ class NvlFacts:
     dead: dict[int, frozenset[int]] = field(default_factory=dict)
     degraded: frozenset[int] = frozenset()
     imex: tuple[tuple[str, bool], ...] = ()
+    registered: bool = True
 
     @property
     def imex_running(self) -> bool:
@@ -66,12 +69,14 @@ def nvl_facts(topology: Topology, node: str, faults: FaultSet,
     if d is None:
         return None
     nvl = faults.of_kind("nvlink_port_down", "nvswitch_down", "imex_missing", "clique_mismatch",
-                         "nvlink_degraded")
+                         "nvlink_degraded", "fabric_unregistered")
     dead = {g: frozenset(p) for (tray, g), p in dead_ports(nvl, topology).items() if tray == node}
     missing = {f.node for f in nvl if f.kind == "imex_missing"}
     mismatch = any(f.kind == "clique_mismatch" and f.node == node for f in nvl)
     degraded = frozenset(int(f.gpu or 0) for f in nvl
                          if f.kind == "nvlink_degraded" and f.node == node)
+    unregistered = any(f.kind == "fabric_unregistered" and f.node == node for f in nvl)
     return NvlFacts(d.name, d.tray_index(node), d.ports_per_gpu, cluster_uuid(d.name),
                     OTHER_CLIQUE if mismatch else DEFAULT_CLIQUE, dead, degraded,
-                    tuple((address(t), t not in missing) for t in d.trays))
+                    tuple((address(t), t not in missing) for t in d.trays),
+                    registered=not unregistered)

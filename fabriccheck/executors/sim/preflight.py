@@ -15,11 +15,13 @@ and kernel-log faults are listed in :mod:`.node_text`. The configuration command
 (``node-config``, ``nic-config``: ``echo '== section'; <tool> 2>&1; ...; echo '== end'``, the
 RoCE one after ``dev=$(ls .../device/net | head -n 1)``) are answered section by section, each
 section's tool as :mod:`.node_config` prints it (``lspci -D -vvv | grep -E '<pattern>'`` is
-filtered with the pattern); a section whose tool the simulator does not know makes the whole
-command unknown. Any other command -- a different tool, or
-a known one inside a pipeline the simulator cannot run -- exits 127 with ``fabriccheck-sim: no
-simulated output for: ...``, which the run records as an untested signal (never a made-up
-value).
+filtered with the pattern); the NVLink domain check (``imex``) is answered the same way, its
+``nvidia-imex-ctl``, ``systemctl is-active nvidia-fabricmanager`` and ``nvidia-smi
+--query-gpu=index,fabric.state,fabric.status`` sections by :mod:`.nvl_text`; a section whose
+tool the simulator does not know makes the whole command unknown. Any other command -- a
+different tool, or a known one inside a pipeline the simulator cannot run -- exits 127 with
+``fabriccheck-sim: no simulated output for: ...``, which the run records as an untested signal
+(never a made-up value).
 """
 
 from __future__ import annotations
@@ -326,6 +328,9 @@ _SECTIONS = (
      lambda f, nic, seed, node, fabric, m: node_config.gid_types(f, m[1])),
     (r"nvidia-imex-ctl -q 2>&1", lambda f, *a: nvl_text.imex_status(f.nvl)),
     (r"nvidia-imex-ctl -N 2>&1", lambda f, *a: nvl_text.imex_domain(f.nvl, 0.0)),
+    (r"systemctl is-active nvidia-fabricmanager 2>&1", lambda f, *a: nvl_text.fm_service(f.nvl)),
+    (r"nvidia-smi --query-gpu=index,fabric\.state,fabric\.status --format=csv,noheader 2>&1",
+     lambda f, *a: nvl_text.fabric_states(f.nvl, f.listed_gpus)),
 )
 _SECTION_RES = tuple((re.compile(p), fn) for p, fn in _SECTIONS)
 _DEV_RE = re.compile(_DEV)

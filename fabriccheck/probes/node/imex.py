@@ -1,4 +1,5 @@
-"""``nvidia-imex-ctl`` judged: a tray's own IMEX daemon and its NVLink domain's connectivity.
+"""The NVLink domain check judged: a tray's own IMEX daemon, its IMEX domain's connectivity and
+the fabric manager's state as the tray sees it.
 
 The preflight's ``imex`` check runs one sectioned command (:data:`IMEX_COMMAND`): ``== imex_status``
 holds ``nvidia-imex-ctl -q`` (the local daemon's state: ``READY``), ``== imex_domain`` holds
@@ -11,6 +12,9 @@ The tray is judged on what is its own: its daemon not ``READY`` (or the tool mis
 (``imex-not-ready``); another tray ``UNAVAILABLE`` or a pair not connected is that tray's
 problem, listed as a warning here (``imex-domain-degraded``) -- the other tray's own check
 faults it -- so one missing daemon never drains the whole rack.
+
+The command's ``== fabric_manager`` and ``== fabric_state`` sections are
+:mod:`.fabric_manager`'s (the rack's fabric manager has configured the tray's GPUs or not).
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ import re
 
 from fabriccheck.probes.node.catalogue import Catalogue
 from fabriccheck.probes.node.config import split_sections, unreadable
+from fabriccheck.probes.node.fabric_manager import FM_SECTIONS, judge_fabric_manager
 from fabriccheck.probes.node.findings import Finding, NodeReport
 
-#: the preflight's command (docs/nvl72.md): the local state, then the whole domain
+#: the preflight's command (docs/nvl72.md): the local IMEX state, the whole IMEX domain, then
+#: the fabric manager's state as the tray sees it
 IMEX_COMMAND = ("echo '== imex_status'; nvidia-imex-ctl -q 2>&1; "
-                "echo '== imex_domain'; nvidia-imex-ctl -N 2>&1; echo '== end'")
+                "echo '== imex_domain'; nvidia-imex-ctl -N 2>&1; " + FM_SECTIONS
+                + "echo '== end'")
 SECTIONS = ("imex_status", "imex_domain")
 _NODE = re.compile(r"^Node #(\d+)\s+-\s+(\S+)\s+-\s+(\S+)", re.M)
 _ROW = re.compile(r"^\s*(\d+)\s{2,}((?:(?:C|N|I|D|R|A|!V!|!M!)\s*)+)$", re.M)
@@ -98,5 +105,8 @@ def judge_imex(text: str, catalogue: Catalogue, context) -> NodeReport:
     reason = "" if ended else "no '== end': the output was cut"
     if ended and not findings and not d["nodes"]:
         reason = "nvidia-imex-ctl -N listed no IMEX node"
-    return NodeReport("imex", tuple(findings), {k: v for k, v in facts.items() if v is not None},
+    fm, fm_facts = judge_fabric_manager(sections, catalogue)
+    facts.update(fm_facts)
+    return NodeReport("imex", tuple(findings + fm), {k: v for k, v in facts.items()
+                                                     if v is not None},
                       complete=not reason, reason=reason)

@@ -101,3 +101,20 @@ def test_without_domains_the_gpu_tools_print_what_they_did():
         assert text == want and "Fabric" not in text
     assert "not found" in pf.answer(IMEX_COMMAND, node, facts, seed=5, fabric="roce",
                                     clock_s=0).stdout
+
+
+def test_a_tray_the_fabric_manager_never_configured(racks2):
+    ex = SimExecutor(racks2, load_spec("gb200-ndr400-ib"), FaultSet.from_dict(
+        {"faults": [{"kind": "fabric_unregistered", "node": "node-012"}]}), seed=2)
+    j = _judged(ex, "node-012")
+    assert j["imex"] == ("fault", ["fabric-manager-not-ready"])
+    assert j["nvidia-smi-q"] == ("fault", ["gpu-fabric-not-ready"] * 4)
+    assert j["nvidia-smi-nvlink"] == ("healthy", [])
+    text = _run(ex, "node-012", IMEX_COMMAND)
+    assert "== fabric_manager\ninactive\n== fabric_state\n0, Not Started, [N/A]\n" in text
+    assert "State                             : Not Started" in _run(ex, "node-012",
+                                                                     "nvidia-smi -q")
+    # the rest of the rack: configured, and the tray's own fabric manager is not expected
+    for node in ("node-011", "node-019"):
+        assert all(v == ("healthy", []) for v in _judged(ex, node).values()), node
+        assert "0, Completed, Success\n" in _run(ex, node, IMEX_COMMAND)
