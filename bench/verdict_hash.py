@@ -10,6 +10,9 @@ runs: wall-clock seconds, the run id, paths. Write the hashes before a change, c
     python bench/verdict_hash.py --check /tmp/before.json   # exit 1 on any difference
 
 ``--quick`` runs one seed and skips the 256-node rows (about a minute on 2 cores).
+``--verdicts`` hashes the verdicts only (exit code, drained parts, links, switches, suspects,
+flaky, untested), for a change that is meant to alter the tests run but not what they find;
+``--dump FILE`` writes those verdicts per case, so two dumps can be diffed.
 """
 
 from __future__ import annotations
@@ -54,8 +57,18 @@ def _strip(obj):
     return obj
 
 
-def digest(result) -> str:
-    data = _strip(run_result_to_dict(result))
+#: what an operator acts on; a change of test plan must keep these (``--verdicts``)
+VERDICT_KEYS = ("exit_code", "bad_nodes", "bad_nics", "bad_links", "bad_switches", "drain",
+                "link_suspects", "suspects", "hung", "unreachable", "untested", "flaky")
+
+
+def verdicts(result) -> dict:
+    data = run_result_to_dict(result)
+    return {k: data.get(k) for k in VERDICT_KEYS}
+
+
+def digest(result, *, only_verdicts: bool = False) -> str:
+    data = verdicts(result) if only_verdicts else _strip(run_result_to_dict(result))
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -95,19 +108,26 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--check", help="compare with the hashes in this JSON file (exit 1 if not)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", help="run the cases whose name contains this")
+    ap.add_argument("--verdicts", action="store_true", help="hash the verdicts only")
+    ap.add_argument("--dump", help="write each case's verdicts to this JSON file")
     args = ap.parse_args(argv)
     hashes: dict[str, str] = {}
+    dumped: dict[str, dict] = {}
     t_all = time.process_time()
     for name, case in cases(args.quick):
         if args.only and args.only not in name:
             continue
         t0 = time.process_time()
         try:
-            hashes[name] = digest(run_case(case))
+            result = run_case(case)
+            hashes[name] = digest(result, only_verdicts=args.verdicts)
+            dumped[name] = verdicts(result)
         except Exception as exc:  # noqa: BLE001 - a crash is a (different) outcome
             hashes[name] = f"crash: {type(exc).__name__}: {exc}"[:120]
         print(f"{name:45s} {hashes[name]:20s} {time.process_time() - t0:6.1f} s", flush=True)
     print(f"{len(hashes)} runs, {time.process_time() - t_all:.0f} s CPU")
+    if args.dump:
+        Path(args.dump).write_text(json.dumps(dumped, indent=1, sort_keys=True, default=str))
     if args.write:
         Path(args.write).write_text(json.dumps(hashes, indent=1, sort_keys=True))
     if args.check:

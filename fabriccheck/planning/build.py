@@ -214,6 +214,19 @@ class RoundBuilder:
         self.tests.append(test)
         return test
 
+    def group_fits(self, nodes: Sequence[str]) -> bool:
+        """Whether :meth:`add_group` would take ``nodes`` as a ring now (reserves nothing)."""
+        nodes = tuple(nodes)
+        if len(nodes) < 2 or len(set(nodes)) != len(nodes) or not all(
+                self.node_free(n) and n not in self.busy_gpus for n in nodes):
+            return False
+        rails = sorted(set.intersection(*(set(self.view.rails_of[n]) for n in nodes)))
+        att = self.view.topology.attachment
+        cross = [(f.src, f.dst) for f in ring_flows(nodes, rails, self.view)
+                 if att.get(f.src) != att.get(f.dst)]
+        return bool(rails) and (not cross or self.budget.fits_flows(cross, exclusive=True,
+                                                                    dry_run=True))
+
     def add_group(
         self, nodes: Sequence[str], purpose: str = "sweep", probe: str | None = None,
         *, force: bool = False, **params: object,

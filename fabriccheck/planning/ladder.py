@@ -30,10 +30,9 @@ time; a preflight/signals phase would be one more :class:`Step` kind ahead of th
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.inference.state import Inference
@@ -42,6 +41,8 @@ from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.context import RunContext
 from fabriccheck.planning.domain_level import DOMAIN_STEPS
 from fabriccheck.planning.ecmp_groups import carve_ecmp_groups, is_ecmp
+from fabriccheck.planning.ib_groups import carve_ib_groups, place_groups
+from fabriccheck.planning.ladder_cover import LadderCoverage
 from fabriccheck.planning.pairing import pair_key
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
 from fabriccheck.policy import GROUP_PROBES
@@ -92,12 +93,19 @@ class LadderPlan:
     levels: tuple[int, ...]
     skipped: dict[int, str]
     steps: tuple[Step, ...]
+    #: what the rounds kept of the two carvings (a sweep's planner records it as it goes)
+    coverage: LadderCoverage | None = field(default=None, compare=False)
 
     def info(self) -> dict:
-        """For the run result (``ladder``): levels, skipped levels with reasons, rounds."""
-        return {"levels": list(self.levels),
-                "skipped": {str(k): v for k, v in sorted(self.skipped.items())},
-                "steps": [s.name for s in self.steps]}
+        """For the run result (``ladder``): levels, skipped levels with reasons, rounds, and
+        (sweeps) ``coverage``: per level, nodes that met two different groups, one or none,
+        with the reason (:mod:`~fabriccheck.planning.ladder_cover`)."""
+        out = {"levels": list(self.levels),
+               "skipped": {str(k): v for k, v in sorted(self.skipped.items())},
+               "steps": [s.name for s in self.steps]}
+        if self.coverage is not None and self.coverage.nodes:
+            out["coverage"] = self.coverage.info()
+        return out
 
 
 def parse_levels(text: str, source: str = "--levels") -> tuple[int, ...]:
@@ -308,74 +316,25 @@ def _retest_solo(b: RoundBuilder, inf: Inference, probe: str | None,
             tries["solo:" + node] = tries.get("solo:" + node, 0) + 1
 
 
-def _leaf(ctx: RunContext, node: str) -> tuple[str, ...]:
-    return ctx.view.pod(node)
-
-
 def carve_groups(nodes: Sequence[str], k: int, ctx: RunContext, carving: int,
                  met: dict[str, set[str]]) -> list[tuple[str, ...]]:
     """Groups of ``k`` nodes spanning as many leaves (pods) as possible, members new to each
-    other where possible (``met``: who shared a group with whom in earlier carvings).
+    other where possible (``met``: who shared a group with whom in earlier carvings), no two
+    rings sharing a link (:func:`~fabriccheck.planning.ib_groups.carve_ib_groups`).
 
-    Nodes are dealt round-robin over their leaves (a seeded leaf order per carving), and each
-    group is filled greedily from the head of the deal with nodes that met no member yet and
-    sit on a leaf the group does not have; a remainder of fewer than ``k`` nodes forms one
-    smaller group (two nodes at least).
+    Nodes are dealt round-robin over their leaves (a seeded leaf order per carving; nodes an
+    earlier carving left out first), and each group is filled from the head of the deal with
+    nodes whose ring still fits; a remainder of fewer than ``k`` nodes forms one smaller group
+    (two nodes at least).
     """
-    rng = random.Random(f"{ctx.policy.seed}/carve/{k}/{carving}")
-    by_leaf: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    for n in sorted(nodes):
-        by_leaf[_leaf(ctx, n)].append(n)
-    leaves = sorted(by_leaf)
-    rng.shuffle(leaves)
-    for lf in leaves:
-        lst = by_leaf[lf]
-        r = (carving - 1) * (len(lst) // 2 + 1)  # another slice of each leaf per carving
-        by_leaf[lf] = lst[r % len(lst):] + lst[:r % len(lst)] if lst else lst
-    deal: list[str] = []
-    depth = max((len(v) for v in by_leaf.values()), default=0)
-    for i in range(depth):
-        deal += [by_leaf[lf][i] for lf in leaves if i < len(by_leaf[lf])]
-    left = dict.fromkeys(deal)  # insertion-ordered set
-    groups: list[tuple[str, ...]] = []
-    window = 4 * k * 8
-    while len(left) >= 2:
-        head = next(iter(left))
-        group, leaves_in = [head], {_leaf(ctx, head)}
-        del left[head]
-        for strict in (True, False):
-            for cand in list(left)[:window] if strict else list(left):
-                if len(group) == k:
-                    break
-                fresh = not (met.get(cand, set()) & set(group))
-                if strict and (not fresh or _leaf(ctx, cand) in leaves_in):
-                    continue
-                group.append(cand)
-                leaves_in.add(_leaf(ctx, cand))
-                del left[cand]
-            if len(group) == k:
-                break
-        groups.append(tuple(group))
-    return groups
+    return carve_ib_groups(nodes, k, ctx.view, carving, met, ctx.policy.seed, ctx.nodes)
 
 
 def _add_groups(b: RoundBuilder, groups: list[tuple[str, ...]], ctx: RunContext,
                 probe: str, carving: int = 1) -> None:
-    """Each group with its ring ordered by leaf (fewest crossings). A group whose ring would
-    share a link with another test of the round is re-carved among the rest by leaf (rings
-    that stay on or near their leaves); what still finds no room waits for the other carving
-    (two rings on one link halve each other and look like a fault: never forced)."""
-    order = {n: i for i, n in enumerate(sorted(ctx.nodes, key=lambda n: (_leaf(ctx, n), n)))}
-    spill: list[str] = []
-    for g in groups:
-        ring = tuple(sorted(g, key=order.__getitem__))
-        if b.add_group(ring, "scale", probe=probe) is None:
-            spill += ring
-    spill.sort(key=order.__getitem__)
-    k = max((len(g) for g in groups), default=2)
-    shift = (carving - 1) * (k // 2)  # carving 2: group boundaries half a group further on
-    spill = spill[shift:] + spill[:shift]
-    for i in range(0, len(spill), k):
-        ring = tuple(spill[i:i + k])
-        if len(ring) >= 2:
-            b.add_group(ring, "scale", probe=probe)
+    """Each group with its ring ordered by leaf (fewest crossings). The members of a ring
+    that would share a link with another test of the round (a follow-up) are carved again
+    among themselves, a ring at a time with the round's budget; what finds no room is left
+    over, said in ``ladder.coverage`` (two rings on one link halve each other and look like a
+    fault: never forced)."""
+    place_groups(b, groups, ctx.view, ctx.nodes, probe, carving)

@@ -86,14 +86,15 @@ class CrossBudget:
         return self.fits_flows(self._flows(a, b, rail), force=force)
 
     def fits_flows(self, flows: list[tuple[str, str]], *, force: bool = False,
-                   exclusive: bool = False) -> bool:
+                   exclusive: bool = False, dry_run: bool = False) -> bool:
         """Reserve the links of NIC flows ``(src, dst)`` if none is taken (all or nothing).
 
         ``exclusive`` (RoCE): the flows are not pinned, so ECMP may put any two of them that
         leave (or enter) one leaf on the same uplink, and one collision slows the whole
         collective. Such a test needs every leaf end it crosses to itself, one flow each way,
         and keeps other tests off those ends (with a share of the uplinks, a collective of 8
-        rails x 2 directions collides somewhere in most rounds: a healthy fabric looked slow)."""
+        rails x 2 directions collides somewhere in most rounds: a healthy fabric looked slow).
+        ``dry_run``: only say whether they would fit; reserve nothing."""
         if self.view.fabric == "infiniband":
             links: set[tuple[str, str]] = set()
             for s, d in flows:
@@ -101,7 +102,8 @@ class CrossBudget:
                 if (route & self.used or route & links) and not force:
                     return False
                 links |= route
-            self.used |= links
+            if not dry_run:
+                self.used |= links
             return True
         att = self.view.topology.attachment
         ends: dict[tuple[str, str], int] = defaultdict(int)  # (leaf, "out"|"in") -> flows
@@ -112,8 +114,10 @@ class CrossBudget:
         if not force:
             for (leaf, way), n in ends.items():
                 cap = 1 if exclusive else max(1, round(self.share * self.view.uplinks.get(leaf, 0)))
-                if self.per_leaf[(leaf, way)] + n > cap:
+                if self.per_leaf.get((leaf, way), 0) + n > cap:
                     return False
+        if dry_run:
+            return True
         for end, n in ends.items():
             self.per_leaf[end] += FULL if exclusive else n
         return True

@@ -30,7 +30,7 @@ The planner never runs a test: :meth:`Planner.next_round` returns a :class:`Roun
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fabriccheck.inference.state import Inference
 from fabriccheck.models import FAIL, HANG, PASS, RoundKind, Test
@@ -46,6 +46,7 @@ from fabriccheck.planning.ladder import (
     plan_ladder,
     plan_step,
 )
+from fabriccheck.planning.ladder_cover import LadderCoverage
 from fabriccheck.planning.signal_rounds import SignalPhases
 from fabriccheck.planning.sweep_round import SweepMemory, plan_sweep_round
 from fabriccheck.run_history import RunHistory
@@ -79,6 +80,8 @@ class Planner:
         self.ctx = ctx
         self.phase = 0
         self.ladder: LadderPlan = plan_ladder(ctx)
+        if ctx.mode == "sweep" and self.ladder.steps:  # the promise of two carvings, kept?
+            self.ladder = replace(self.ladder, coverage=LadderCoverage())
         self.steps_done = 0
         self.sweeps_done = 0
         self.scale_done = False
@@ -137,6 +140,9 @@ class Planner:
                      if step.domain else  # NVLink domains (docs/nvl72.md)
                      plan_step(step, self.ctx, history, inf, self.ladder_memory, self.tries,
                                follow_up=self._follow_up_into(history, inf)))
+            if self.ladder.coverage is not None and not step.domain:
+                self.ladder.coverage.record(step.level, step.name, tests, self.ctx.nodes,
+                                            self.ctx.active(inf), inf.blamed_nodes)
             self.last_step = step
             if tests:
                 return RoundPlan(step.kind, tuple(tests))
