@@ -17,6 +17,7 @@ from fabriccheck.costs import NO_METER, CostMeter
 from fabriccheck.errors import ConfigError
 from fabriccheck.executors.base import Executor
 from fabriccheck.inference.attribute import link_name
+from fabriccheck.inference.bisection import BisectVerdicts, judge_bisection
 from fabriccheck.inference.domain_judge import is_domain_test, judge_domain_round
 from fabriccheck.inference.domain_result import add_domain_results
 from fabriccheck.inference.judge import judge_round
@@ -90,7 +91,7 @@ def run(
     history, inf, end, sig = _loop(ctx, planner, executor, progress, learner, on_round, meter)
     ladder = None
     if planner.ladder.steps or planner.ladder.skipped:
-        ladder = {**planner.ladder.info(), "scale_suspects": planner.open_suspects()}
+        ladder = {**planner.ladder.info(), "scale_suspects": list(end.scale_suspects)}
     result = assemble_result(mode, nodes, history, inf, view, policy, end, sig, skipped, ladder)
     add_domain_results(result, history, topology)  # NVLink domains (docs/nvl72.md)
     result.wall_seconds = time.monotonic() - t0
@@ -123,7 +124,8 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
           meter: CostMeter = NO_METER,
           ) -> tuple[RunHistory, Inference, RunEnd, SignalState]:
     """Plan → budget check → execute → judge → record → attribute → absorb, until finished."""
-    history, verdict_rounds = RunHistory(), {}
+    history, verdict_rounds, bis = RunHistory(), {}, BisectVerdicts()
+    climbs = bool(planner.ladder.steps)  # a ladder run confirms a lone at-scale suspect
     with meter.timed("infer"):
         inf, sig = infer_run(history, ctx.view, ctx.signals)
     stop_reason, budget_hit = "", False
@@ -142,11 +144,13 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
             on_round(history.rounds[-1])
         with meter.timed("infer"):
             inf, sig = infer_run(history, ctx.view, ctx.signals, sig)
+            bis = judge_bisection(history, inf.blamed_nodes, ctx.view, plan.parts,
+                                  ladder=climbs, last=bis)
             _note_verdict_rounds(inf, history.round_count, verdict_rounds, ctx.view)
         with meter.timed("plan"):
-            planner.absorb(history, inf)
+            planner.absorb(history, inf, bis)
         if plan.kind == "follow-up":
-            for n in planner.bisect.culprits:
+            for n in bis.culprits:
                 verdict_rounds.setdefault(n, history.round_count)
         last = history.rounds[-1]
         meter.close_round(tests=len(last.observations), test_seconds=last.seconds)
@@ -157,8 +161,8 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
     if (not stop_reason and history.traffic_rounds >= planner.round_limit
             and _open(inf, planner)):
         stop_reason = f"max rounds ({planner.round_limit}) reached with suspects open"
-    end = RunEnd(stop_reason, budget_hit, verdict_rounds, dict(planner.bisect.culprits),
-                 tuple(planner.open_suspects()))
+    end = RunEnd(stop_reason, budget_hit, verdict_rounds,
+                 {n: list(ids) for n, ids in bis.culprits.items()}, tuple(bis.open_suspects()))
     return history, inf, end, sig
 
 
@@ -185,10 +189,8 @@ def _judge(ctx: RunContext, tests: Sequence[Test], raws: Sequence[RawResult],
            history: RunHistory, meter: CostMeter) -> tuple[list, list[str]]:
     """The round's observations in test order: traffic judged against the spec and its peers,
     signal readings by their own judge, NVLink-domain tests apart (docs/nvl72.md)."""
-    is_sig = [t.probe == Probe.SIGNAL for t in tests]
-    is_dom = [not s and is_domain_test(t) for t, s in zip(tests, is_sig, strict=True)]
-    kinds = ["signal" if s else "domain" if d else "traffic"
-             for s, d in zip(is_sig, is_dom, strict=True)]
+    kinds = ["signal" if t.probe == Probe.SIGNAL else "domain" if is_domain_test(t) else "traffic"
+             for t in tests]
     picked = {k: ([t for t, x in zip(tests, kinds, strict=True) if x == k],
                   [r for r, x in zip(raws, kinds, strict=True) if x == k]) for k in set(kinds)}
     traffic_t, traffic_r = picked.get("traffic", ([], []))

@@ -26,12 +26,15 @@ PAIR_SETUP_S = 2.0
 
 @dataclass
 class BisectState:
-    """Bisection bookkeeping: parts still to narrow, parts in flight, culprits found."""
+    """Bisection bookkeeping: parts still to narrow, parts in flight, and the nodes never to
+    use as padding. Whether a part convicts, clears or splits is inference's to say
+    (:func:`~fabriccheck.inference.bisection.judge_bisection`)."""
 
     tasks: list[BisectTask] = field(default_factory=list)
     halves: dict[str, tuple[BisectTask, tuple[str, ...]]] = field(default_factory=dict)
-    #: node -> the chain of test ids that convicted it (fails only at scale)
-    culprits: dict[str, list[str]] = field(default_factory=dict)
+    #: the culprits inference found (:attr:`BisectVerdicts.culprits
+    #: <fabriccheck.inference.bisection.BisectVerdicts.culprits>`): never padding
+    convicted: set[str] = field(default_factory=set)
     #: nodes of failing group tests not yet cleared by a passing group (never padding)
     suspects: set[str] = field(default_factory=set)
 

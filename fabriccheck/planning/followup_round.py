@@ -41,7 +41,7 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     and flows over InfiniBand links left uncrossed (in a wave of their own);
     RoCE sampling batches wait for the end of the ladder)."""
     b = builder or ctx.builder(history)
-    pool = GoodPool(inf.known_good() - set(bisect.culprits) - bisect.suspects, ctx.view,
+    pool = GoodPool(inf.known_good() - bisect.convicted - bisect.suspects, ctx.view,
                     ctx.policy.seed, b.round_no)
     _retest_solo(ctx, inf, b, tries)
     _confirm_suspects(ctx, history, inf, b, pool, tries)

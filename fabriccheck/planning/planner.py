@@ -15,7 +15,7 @@ Phases, in order (docs/design.md "How faults are found"; :data:`PHASES`):
    first found something);
 3. **scale**: one collective round over groups of ``policy.scale_group_size`` (off by default;
    bisect runs it only when the pairs showed nothing), whose failing groups are queued for
-   bisection (so are the failing groups of the ladder's 4x/8x rounds);
+   bisection (so are the ladder's at-scale suspects after its 4x/8x rounds);
 4. **signals**: the signals of level 2, 4 and 8 over the nodes still in play;
 5. **follow-up**: confirmations, 1x retests, retests of untested nodes, link localization and
    bisection steps (:mod:`~fabriccheck.planning.confirm`,
@@ -25,15 +25,25 @@ Phases, in order (docs/design.md "How faults are found"; :data:`PHASES`):
 
 The planner never runs a test: :meth:`Planner.next_round` returns a :class:`RoundPlan` (or
 :data:`FINISHED`), the loop executes it, and :meth:`Planner.absorb` reads what came back.
+Nor does it judge: which failing groups are worth bisecting, which nodes the ladder suspects at
+scale and what each bisection part showed (culprit, cleared, split again, ...) are inference's
+(:mod:`fabriccheck.inference.bisection`); the planner only queues and pads the parts to test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
+from fabriccheck.inference.bisection import (
+    BisectPart,
+    BisectVerdicts,
+    PartOutcome,
+    at_scale_suspects,
+    unexplained_failures,
+)
 from fabriccheck.inference.state import Inference
-from fabriccheck.models import FAIL, HANG, PASS, RoundKind, Test
+from fabriccheck.models import RoundKind, Test
 from fabriccheck.planning.bisect_steps import BisectTask
 from fabriccheck.planning.context import BisectState, RunContext
 from fabriccheck.planning.domain_level import plan_domain_round
@@ -54,10 +64,12 @@ from fabriccheck.run_history import RunHistory
 
 @dataclass(frozen=True)
 class RoundPlan:
-    """The tests of the next round and what the round is for."""
+    """The tests of the next round and what the round is for (``parts``: what each of its
+    bisection tests tests, for inference to judge)."""
 
     kind: RoundKind
     tests: tuple[Test, ...]
+    parts: Mapping[str, BisectPart] = field(default_factory=dict)
 
 
 class _Finished:
@@ -86,12 +98,8 @@ class Planner:
         self.sweeps_done = 0
         self.scale_done = False
         self.last_step: Step | None = None
-        #: node -> (its failing 4x/8x ladder group test ids, its 4x/8x group tests)
-        self.at_scale: dict[str, tuple[list[str], int]] = {}
-        #: node -> the failing bisection part it was alone in, awaiting its confirmation
-        self.lone_fail: dict[str, str] = {}
-        #: at-scale suspects whose lone failing part crossed spines (not convicted)
-        self.unsettled: set[str] = set()
+        #: the ladder's 4x/8x group rounds run so far (their numbers)
+        self.group_rounds: list[int] = []
         self.memory = SweepMemory()
         self.ladder_memory = LadderMemory.new(self.memory)
         self.bisect = BisectState()
@@ -121,7 +129,7 @@ class Planner:
             return plan
         if isinstance(plan, _Finished):
             return RoundPlan(RoundKind.PREFLIGHT, tuple(local))
-        return RoundPlan(plan.kind, (*local, *plan.tests))
+        return replace(plan, tests=(*local, *plan.tests))
 
     def _traffic_round(self, history: RunHistory, inf: Inference) -> RoundPlan | _Finished:
         while self.phase < len(self.phases):
@@ -194,7 +202,12 @@ class Planner:
         if history.traffic_rounds >= self.round_limit:
             return None
         tests = plan_followup_round(self.ctx, history, inf, self.bisect, self.tries)
-        return RoundPlan(RoundKind.FOLLOW_UP, tuple(tests)) if tests else None
+        if not tests:
+            return None
+        ids = {t.test_id for t in tests}
+        parts = {tid: BisectPart(half, task.origin)
+                 for tid, (task, half) in self.bisect.halves.items() if tid in ids}
+        return RoundPlan(RoundKind.FOLLOW_UP, tuple(tests), parts)
 
     def _ladder_done(self) -> bool:
         """The ladder and the scale phase are behind (the run is in its follow-ups)."""
@@ -204,19 +217,22 @@ class Planner:
         """Test time the budget has left (None: no budget): no signal may wait longer."""
         return self.ctx.policy.budget_left(history.test_seconds)
 
-    def absorb(self, history: RunHistory, inf: Inference) -> None:
-        """Read the round just run: queue failing scale groups, advance bisection steps."""
+    def absorb(self, history: RunHistory, inf: Inference, verdicts: BisectVerdicts) -> None:
+        """Read the round just run: queue failing scale groups and the ladder's at-scale
+        suspects, advance bisection steps by what inference made of them (``verdicts``:
+        :func:`~fabriccheck.inference.bisection.judge_bisection` after this round)."""
         last = history.last
         if last is None:
             return
         step, self.last_step = self.last_step, None
         observations = [o for o in last.observations if o.test.probe != "signal"]
         if last.kind == RoundKind.SCALE and step is not None and step.level != JOB:
-            self._note_ladder_groups(step, observations, inf)
+            self._note_ladder_groups(step, history, inf)
         elif last.kind == RoundKind.SCALE:
             self._queue_scale_failures(observations, inf)
         elif last.kind == RoundKind.FOLLOW_UP:
-            self._advance_bisect(history, inf)
+            self._advance_bisect(history, verdicts)
+        self.bisect.convicted = set(verdicts.culprits)
 
     def open_work(self) -> bool:
         """True while bisection steps are still queued."""
@@ -237,77 +253,38 @@ class Planner:
         return b.tests
 
     def _queue_scale_failures(self, observations: Sequence, inf: Inference) -> None:
-        """Failing groups not explained by the pairs are queued for bisection."""
-        for o in observations:
-            if o.status in (FAIL, HANG) and not (set(o.test.nodes) & inf.blamed_nodes):
-                self.bisect.tasks.append(BisectTask(o.test.nodes, len(o.test.nodes),
-                                                    o.test.test_id))
-                self.bisect.suspects.update(o.test.nodes)
+        """Failing groups not explained by the pairs (inference says which) are queued for
+        bisection."""
+        for t in unexplained_failures(observations, inf.blamed_nodes):
+            self.bisect.tasks.append(BisectTask(t.nodes, len(t.nodes), t.test_id))
+            self.bisect.suspects.update(t.nodes)
 
-    def _note_ladder_groups(self, step: Step, observations: Sequence, inf: Inference) -> None:
-        """Count each node's 4x/8x group tests and failures; after the last 4x/8x round, nodes
-        that failed in every group they were in (two at least: both carvings, different
-        members over different paths; four with both levels) and that nothing else explains
-        are bisected. A group failing in one carving only is a glitch, contention or its
-        path's business (links)."""
-        seen = self.at_scale
-        roce = self.ctx.view.fabric == "roce"
-        for o in observations:
-            if len(o.test.nodes) < 2 or o.test.purpose != "scale" \
-                    or o.status not in (PASS, FAIL, HANG):
-                continue
-            if roce and o.status != PASS and not self._pod_local(o.test.nodes):
-                continue  # rings over ECMP spines may hash onto one link: says nothing
-            for n in o.test.nodes:
-                ids, k = seen.get(n, ([], 0))
-                seen[n] = ([*ids, o.test.test_id] if o.status != PASS else ids, k + 1)
+    def _note_ladder_groups(self, step: Step, history: RunHistory, inf: Inference) -> None:
+        """Note a 4x/8x round of the ladder; after the last, the nodes inference suspects at
+        scale (:func:`~fabriccheck.inference.bisection.at_scale_suspects`) are bisected."""
+        self.group_rounds.append(history.round_count)
         if any(s.group and s.level in (4, 8) for s in self.ladder.steps[self.steps_done:]):
             return
-        suspects = sorted(n for n, (ids, k) in seen.items()
-                          if k >= 2 and len(ids) == k and n not in inf.blamed_nodes)
+        suspects, origin = at_scale_suspects(history, self.group_rounds, self.ctx.view,
+                                             inf.blamed_nodes)
         if suspects:
-            origin = seen[suspects[0]][0][0]
             self.bisect.tasks.append(BisectTask(tuple(suspects), step.level, origin))
             self.bisect.suspects.update(suspects)
 
-    def _pod_local(self, nodes: Sequence[str]) -> bool:
-        """True when a group's nodes hang off the same leaves (its ring crosses no spine)."""
-        view = self.ctx.view
-        return len({view.pod(n) for n in nodes}) == 1
-
-    def open_suspects(self) -> list[str]:
-        """At-scale suspects the ladder could not settle (see :meth:`_advance_bisect`)."""
-        return sorted(self.unsettled - set(self.bisect.culprits))
-
-    def _advance_bisect(self, history: RunHistory, inf: Inference) -> None:
-        """A failing part is split again (or is the culprit); a passing one clears its nodes."""
+    def _advance_bisect(self, history: RunHistory, verdicts: BisectVerdicts) -> None:
+        """A failing part is split again (or confirmed with other padding); a passing one
+        clears its nodes; culprits and unsettled parts end their branch (inference judged
+        each part: ``verdicts.outcomes``)."""
         bs = self.bisect
-        by_id = history.by_test_id
         for test_id, (task, half) in list(bs.halves.items()):
-            o = by_id.get(test_id)
-            if o is None:
+            outcome = verdicts.outcomes.get(test_id)
+            if outcome is None:
                 continue
             del bs.halves[test_id]
-            if o.status not in (FAIL, HANG) or set(half) & inf.blamed_nodes:
-                if o.status == PASS:
-                    bs.suspects -= set(o.test.nodes)
-                continue
-            chain = [task.origin, test_id]
-            if len(half) == 1 and self.ladder.steps and not self._pod_local(o.test.nodes):
-                # its padded ring crossed spines: a slow link (or, on RoCE, two rings hashed
-                # onto one) explains it as well as the node; it convicts nobody, and the node
-                # stays an open suspect (``Planner.open_suspects``)
-                self.unsettled.add(half[0])
-                continue
-            if len(half) == 1 and self.ladder.steps and half[0] not in self.lone_fail:
-                # the ladder's suspects come from many groups, some failing by chance: one
-                # failing padded part is confirmed by a second with other padding
-                self.lone_fail[half[0]] = test_id
+            if outcome is PartOutcome.CLEARED:
+                bs.suspects -= set(history.by_test_id[test_id].test.nodes)
+            elif outcome is PartOutcome.SPLIT:
+                bs.tasks.append(BisectTask(half, task.size, test_id, task.depth + 1))
+            elif outcome is PartOutcome.CONFIRM:
                 bs.tasks.append(BisectTask(half, task.size, test_id, task.depth + 1,
                                            split=False))
-            elif len(half) == 1:
-                first = self.lone_fail.get(half[0])
-                bs.culprits.setdefault(half[0], []).extend(
-                    [task.origin, first, test_id] if first else chain)
-            else:
-                bs.tasks.append(BisectTask(half, task.size, test_id, task.depth + 1))
