@@ -86,104 +86,124 @@ def list_() -> None:
 
 @topology_app.command("import")
 def import_(
-    ibnetdiscover: Annotated[
-        Path | None,
-        typer.Option("--ibnetdiscover", help="ibnetdiscover output (plain or -p ports format)."),
-    ] = None,
-    lldp: Annotated[
-        list[Path] | None,
-        typer.Option("--lldp", help="Per-host lldpcli -f json0 / lldpctl -f json files, or a dir."),
-    ] = None,
+    ibnetdiscover: Annotated[Path | None, typer.Option(
+        "--ibnetdiscover", help="ibnetdiscover output (plain or -p ports format).")] = None,
+    lldp: Annotated[list[Path] | None, typer.Option(
+        "--lldp", help="Per-host lldpcli -f json0 / lldpctl -f json files, or a dir.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="Topology name.")] = None,
-    spines: Annotated[
-        int, typer.Option("--spines", help="LLDP: add N spines cabled to every leaf.")
-    ] = 0,
-    uplinks: Annotated[
-        Path | None,
-        typer.Option("--uplinks", help="LLDP: YAML list of switch-switch links {a, b, gbps}."),
-    ] = None,
-    uplink_gbps: Annotated[
-        float, typer.Option("--uplink-gbps", help="LLDP: speed of the --spines uplinks.")
-    ] = 400.0,
+    spines: Annotated[int, typer.Option(
+        "--spines", help="LLDP: add N spines cabled to every leaf.")] = 0,
+    uplinks: Annotated[Path | None, typer.Option(
+        "--uplinks", help="LLDP: YAML list of switch-switch links {a, b, gbps}.")] = None,
+    uplink_gbps: Annotated[float, typer.Option(
+        "--uplink-gbps", help="LLDP: speed of the --spines uplinks.")] = 400.0,
     nic_gbps: Annotated[float, typer.Option("--nic-gbps", help="LLDP: host NIC speed.")] = 400.0,
     spec: Annotated[str | None, typer.Option("--spec", help="Default test spec to write.")] = None,
-    gpus_per_node: Annotated[
-        int | None,
-        typer.Option("--gpus-per-node", min=0,
-                     help="GPUs of every imported node (unknown, written 0, when left out)."),
-    ] = None,
-    largest_component: Annotated[
-        bool,
-        typer.Option("--largest-component", help="Keep only the largest connected part."),
-    ] = False,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write here, not stdout.")
-    ] = None,
-    routes: Annotated[
-        list[Path] | None,
-        typer.Option("--routes", help="IB forwarding tables (dump_lfts.sh / ibroute / ibdiagnet "
-                     ".fdbs output) or ibtracert traces: checked now, referenced as 'routes:' "
-                     "in the YAML."),
-    ] = None,
-    nvlink_smi: Annotated[
-        list[Path] | None,
-        typer.Option("--nvlink-smi", help="Per-tray `nvidia-smi -q` outputs, files named by host "
-                     "(node-001.txt) or a dir: the NVLink domains (trays of one fabric cluster "
-                     "and clique), written as 'nvlink_domains:'."),
-    ] = None,
-    topology: Annotated[
-        str | None,
-        typer.Option("--topology", help="With --nvlink-smi: add the domains to this topology "
-                     "file (or bundled name) instead of importing the fabric."),
-    ] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(
+        "--gpus-per-node", min=0,
+        help="GPUs of every imported node (unknown, written 0, when left out).")] = None,
+    largest_component: Annotated[bool, typer.Option(
+        "--largest-component", help="Keep only the largest connected part.")] = False,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Write here, not stdout.")] = None,
+    routes: Annotated[list[Path] | None, typer.Option(
+        "--routes", help="IB forwarding tables (dump_lfts.sh / ibroute / ibdiagnet .fdbs "
+        "output) or ibtracert traces: checked now, referenced as 'routes:' in the YAML.")]
+    = None,
+    nvlink_smi: Annotated[list[Path] | None, typer.Option(
+        "--nvlink-smi", help="Per-tray `nvidia-smi -q` outputs, files named by host "
+        "(node-001.txt) or a dir: the NVLink domains (trays of one fabric cluster and "
+        "clique), written as 'nvlink_domains:'.")] = None,
+    topology: Annotated[str | None, typer.Option(
+        "--topology", help="With --nvlink-smi: add the domains to this topology file (or "
+        "bundled name) instead of importing the fabric.")] = None,
 ) -> None:
     """Build an explicit-form topology YAML from ibnetdiscover or LLDP neighbour data; with
     --nvlink-smi, add the NVLink domains read from every tray's nvidia-smi -q."""
-    import sys
-
-    from fabriccheck.errors import ConfigError
-
     with exit_on_error(one_line=True):
-        if sum(map(bool, (ibnetdiscover, lldp, topology))) != 1:
-            raise ConfigError(
-                "give exactly one of --ibnetdiscover FILE, --lldp FILES or --topology FILE "
-                "(with --nvlink-smi)", source="topology import",
-            )
-        if topology and routes:
-            raise ConfigError("--routes goes with --ibnetdiscover; write routes: into the "
-                              "topology file itself", source="topology import")
+        _check_import_flags(ibnetdiscover, lldp, topology, routes)
         smi = _read_smi(nvlink_smi, topology)
         if smi is not None and gpus_per_node is None:
             gpus_per_node = smi.gpus_per_tray
-        if topology:
-            topology, text = _topology_text(topology)
-            warnings = []
-        elif ibnetdiscover:
-            from fabriccheck.topology.discovery.ibnetdiscover import import_ibnetdiscover
+        source, text, warnings = _fabric_text(
+            ibnetdiscover, lldp, topology, name=name, spec=spec, spines=spines, uplinks=uplinks,
+            uplink_gbps=uplink_gbps, nic_gbps=nic_gbps, largest_component=largest_component,
+            gpus_per_node=gpus_per_node,
+        )
+        text, warnings = _with_additions(text, warnings, smi, source, routes, output)
+    _write_import(text, warnings, output)
 
-            text, warnings = import_ibnetdiscover(
-                ibnetdiscover, name=name, spec=spec, largest_component=largest_component,
-                gpus_per_node=gpus_per_node,
-            )
-        else:
-            from fabriccheck.topology.discovery.lldp import import_lldp
 
-            text, warnings = import_lldp(
-                lldp or [],
-                name=name,
-                spec=spec,
-                spines=spines,
-                uplinks=uplinks,
-                uplink_gbps=uplink_gbps,
-                nic_gbps=nic_gbps,
-                largest_component=largest_component,
-                gpus_per_node=gpus_per_node,
-            )
-        if smi is not None:
-            text, more = _with_domains(text, smi, topology)
-            warnings = [*warnings, *more]
-        if routes:
-            text = _with_routes(text, routes, output)
+def _check_import_flags(ibnetdiscover: Path | None, lldp: list[Path] | None,
+                        topology: str | None, routes: list[Path] | None) -> None:
+    """Raise :class:`ConfigError` unless exactly one source is given (``--ibnetdiscover``,
+    ``--lldp`` or ``--topology``) and ``--routes`` comes without ``--topology``; returns
+    None."""
+    from fabriccheck.errors import ConfigError
+
+    if sum(map(bool, (ibnetdiscover, lldp, topology))) != 1:
+        raise ConfigError(
+            "give exactly one of --ibnetdiscover FILE, --lldp FILES or --topology FILE "
+            "(with --nvlink-smi)", source="topology import",
+        )
+    if topology and routes:
+        raise ConfigError("--routes goes with --ibnetdiscover; write routes: into the "
+                          "topology file itself", source="topology import")
+
+
+def _fabric_text(
+    ibnetdiscover: Path | None, lldp: list[Path] | None, topology: str | None, *,
+    name: str | None, spec: str | None, spines: int, uplinks: Path | None, uplink_gbps: float,
+    nic_gbps: float, largest_component: bool, gpus_per_node: int | None,
+) -> tuple[str | None, str, list[str]]:
+    """The topology YAML to start from: the ``--topology`` file's own text, else the fabric
+    imported from ibnetdiscover or from LLDP (the other options are theirs). Returns the file
+    ``--topology`` named (None on an import), the YAML text and the import's warnings."""
+    if topology:
+        path, text = _topology_text(topology)
+        return path, text, []
+    if ibnetdiscover:
+        from fabriccheck.topology.discovery.ibnetdiscover import import_ibnetdiscover
+
+        text, warnings = import_ibnetdiscover(
+            ibnetdiscover, name=name, spec=spec, largest_component=largest_component,
+            gpus_per_node=gpus_per_node,
+        )
+        return None, text, warnings
+    from fabriccheck.topology.discovery.lldp import import_lldp
+
+    text, warnings = import_lldp(
+        lldp or [],
+        name=name,
+        spec=spec,
+        spines=spines,
+        uplinks=uplinks,
+        uplink_gbps=uplink_gbps,
+        nic_gbps=nic_gbps,
+        largest_component=largest_component,
+        gpus_per_node=gpus_per_node,
+    )
+    return None, text, warnings
+
+
+def _with_additions(text: str, warnings: list[str], smi, source: str | None,
+                    routes: list[Path] | None, output: Path | None) -> tuple[str, list[str]]:
+    """``text`` with the NVLink domains of ``smi`` (when read; ``source``: the ``--topology``
+    file, None on an import) and the checked ``routes`` (when given). Returns the text and
+    ``warnings`` followed by the domains' own."""
+    if smi is not None:
+        text, more = _with_domains(text, smi, source)
+        warnings = [*warnings, *more]
+    if routes:
+        text = _with_routes(text, routes, output)
+    return text, warnings
+
+
+def _write_import(text: str, warnings: list[str], output: Path | None) -> None:
+    """Print the warnings on stderr and write ``text`` to ``output`` (saying so on stderr), or
+    to stdout without one; returns None."""
+    import sys
+
     for warning in warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if output:

@@ -123,37 +123,70 @@ def judge_peers(settings: Mapping[str, Mapping[str, Any]],
     >>> [o.what for o in judge_peers(fleet).outliers]
     ['firmware 28.39.1002 on n3/mlx5_0; 5 peers have 28.41.1000']
     """
-    classes = classes or {}
-    severities = severities or {}
-    skip = skip or {}
-    groups: dict[tuple[Hashable, str], dict[str, Any]] = {}
-    for target, values in settings.items():
-        for name, value in values.items():
-            if value is not None:
-                groups.setdefault((classes.get(target), name), {})[target] = value
+    groups = _peer_groups(settings, classes or {})
     held = Counter(name for _cls, name in groups)
     out = PeerJudgement()
     for (cls, name), values in sorted(groups.items(), key=lambda kv: (str(kv[0][1]),
                                                                      str(kv[0][0]))):
         label = (labels or {}).get(cls, "" if cls is None else str(cls))
         key = name if held[name] == 1 else f"{name}[{label}]"
-        top, clear = majority(values, min_peers, share)
-        odd = {t: v for t, v in values.items() if v != top}
-        if not clear:
-            if odd:
-                out.splits.append(Split(name, label, dict(Counter(values.values()))))
-                out.summary[key] = {"majority": None, "parts": len(values),
-                                    "values": {str(v): n for v, n in
-                                               Counter(values.values()).most_common()}}
-            continue
-        out.summary[key] = {"majority": top, "parts": len(values),
-                            "outliers": dict(sorted(odd.items()))}
-        peers = len(values) - len(odd)
-        for target, value in sorted(odd.items()):
-            if name not in skip.get(target, ()) and not _better(name, value, top):
-                out.outliers.append(Outlier(target, name, value, top, peers,
-                                            severities.get(name, "warn")))
+        entry, split, outliers = _judge_setting(name, label, values, severities or {},
+                                                skip or {}, min_peers, share)
+        if entry is not None:
+            out.summary[key] = entry
+        if split is not None:
+            out.splits.append(split)
+        out.outliers += outliers
     return out
+
+
+def _peer_groups(settings: Mapping[str, Mapping[str, Any]], classes: Mapping[str, Hashable]
+                 ) -> dict[tuple[Hashable, str], dict[str, Any]]:
+    """Per (class, setting) the parts that reported it and their value (a None value is not
+    reported).
+
+    >>> _peer_groups({"a": {"mtu": 4096, "fw": None}, "b": {"mtu": 1024}}, {"b": "x"})
+    {(None, 'mtu'): {'a': 4096}, ('x', 'mtu'): {'b': 1024}}
+    """
+    groups: dict[tuple[Hashable, str], dict[str, Any]] = {}
+    for target, values in settings.items():
+        for name, value in values.items():
+            if value is not None:
+                groups.setdefault((classes.get(target), name), {})[target] = value
+    return groups
+
+
+def _judge_setting(name: str, label: str, values: Mapping[str, Any],
+                   severities: Mapping[str, str], skip: Mapping[str, Collection[str]],
+                   min_peers: int, share: float
+                   ) -> tuple[dict[str, Any] | None, Split | None, list[Outlier]]:
+    """One class's parts judged on setting ``name`` (``values``: part -> value).
+
+    Returns the setting's summary entry (None when every part agrees but they are too few to
+    be a clear majority), the split (None unless the parts disagree without a clear majority) and
+    the outliers, by part (none without a clear majority; parts in ``skip`` and parts better
+    than the majority are not judged).
+
+    >>> fleet = {f"n{i}": "28.41" for i in range(5)} | {"n5": "28.39"}
+    >>> entry, split, outliers = _judge_setting("firmware", "", fleet, {}, {}, 4, 0.75)
+    >>> entry["outliers"], split, [o.what for o in outliers]
+    ({'n5': '28.39'}, None, ['firmware 28.39 on n5; 5 peers have 28.41'])
+    """
+    top, clear = majority(values, min_peers, share)
+    odd = {t: v for t, v in values.items() if v != top}
+    if not clear:
+        if not odd:
+            return None, None, []
+        counts = Counter(values.values())
+        return ({"majority": None, "parts": len(values),
+                 "values": {str(v): n for v, n in counts.most_common()}},
+                Split(name, label, dict(counts)), [])
+    peers = len(values) - len(odd)
+    outliers = [Outlier(target, name, value, top, peers, severities.get(name, "warn"))
+                for target, value in sorted(odd.items())
+                if name not in skip.get(target, ()) and not _better(name, value, top)]
+    entry = {"majority": top, "parts": len(values), "outliers": dict(sorted(odd.items()))}
+    return entry, None, outliers
 
 
 def _better(setting: str, value: Any, than: Any) -> bool:

@@ -127,17 +127,8 @@ def localize_links(
     >>> localize_links([*seen, (obs(3, "n7", "n3", "localize"), [L])], ib=True)[0].bad
     True
     """
-    covers: dict[LinkKey, set[int]] = defaultdict(set)
-    for i, (_, links) in enumerate(link_obs):
-        for lk in links:
-            covers[lk].add(i)
-    # specific failures (a known path: a route, a learned ECMP path) are explained first; a
-    # failure with many candidates (an unlearned ECMP flow) that a chosen set already explains
-    # is left there, so it cannot narrow a set the specific failures could not split
-    # (RoCE only: on InfiniBand every failure has its routes, and one pass is the rule)
-    bound = float("inf") if ib else specific_max
-    specific = {i for i, (_, links) in enumerate(link_obs) if 0 < len(links) <= bound}
-    vague = {i for i, (_, links) in enumerate(link_obs) if len(links) > bound}
+    covers = _covers(link_obs)
+    specific, vague = _by_specificity(link_obs, ib, specific_max)
     out: list[LinkGroup] = []
     chosen: set[LinkKey] = set()
     for left in (specific, vague):
@@ -145,6 +136,33 @@ def localize_links(
             left = {i for i in left if not chosen & set(link_obs[i][1])} if specific else left
         out += _greedy_groups(link_obs, covers, left, chosen, ib, min_probe_pairs, cleared)
     return out
+
+
+def _covers(link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]]
+            ) -> dict[LinkKey, set[int]]:
+    """Per candidate link the failures (indices into ``link_obs``) it could explain."""
+    covers: dict[LinkKey, set[int]] = defaultdict(set)
+    for i, (_, links) in enumerate(link_obs):
+        for lk in links:
+            covers[lk].add(i)
+    return covers
+
+
+def _by_specificity(link_obs: Sequence[tuple[Observation, Sequence[LinkKey]]], ib: bool,
+                    specific_max: int) -> tuple[set[int], set[int]]:
+    """The failures (indices into ``link_obs``) to explain first and those to explain after.
+
+    Specific failures (a known path: a route, a learned ECMP path) are explained first; a
+    failure with many candidates (an unlearned ECMP flow) that a chosen set already explains
+    is left there, so it cannot narrow a set the specific failures could not split (RoCE
+    only: on InfiniBand every failure has its routes, and one pass is the rule). Returns the
+    specific failures (at least one and at most ``specific_max`` candidate links; any number
+    on InfiniBand) and the vague ones (more); a failure without candidates is in neither.
+    """
+    bound = float("inf") if ib else specific_max
+    specific = {i for i, (_, links) in enumerate(link_obs) if 0 < len(links) <= bound}
+    vague = {i for i, (_, links) in enumerate(link_obs) if len(links) > bound}
+    return specific, vague
 
 
 def _greedy_groups(

@@ -116,6 +116,16 @@ def plan_cover_pairs(
     rng = random.Random(f"cover:{seed}:{round_no}:{rail}")
     budget = budget or CrossBudget(view, 0.0)
     avoid_set = set(avoid)
+    by_leaf = _rail_leaves(nodes, view, rail, rng)
+    leaves = sorted(by_leaf)
+    pairs, used = _cross_pairs(view, rail, by_leaf, leaves, avoid_set, covered, budget, rng, sample)
+    return _with_local_pairs(by_leaf, leaves, pairs, used, avoid_set, budget, rail)
+
+
+def _rail_leaves(nodes: Iterable[str], view: FabricView, rail: int, rng: random.Random
+                 ) -> dict[str, list[str]]:
+    """Per leaf switch the nodes whose NIC on ``rail`` hangs off it, shuffled by ``rng`` (the
+    leaves in the order of their first node by name); nodes without that NIC are left out."""
     rails_of, att = view.rails_of, view.topology.attachment
     by_leaf: dict[str, list[str]] = defaultdict(list)
     for n in sorted(set(nodes)):
@@ -126,7 +136,16 @@ def plan_cover_pairs(
     # hops, so a route is asked per (leaf, receiver), from the leaf's switch
     for members in by_leaf.values():
         rng.shuffle(members)
-    leaves = sorted(by_leaf)
+    return by_leaf
+
+
+def _cross_pairs(view: FabricView, rail: int, by_leaf: dict[str, list[str]], leaves: list[str],
+                 avoid: set[frozenset[str]], covered: set[LinkKey], budget: CrossBudget,
+                 rng: random.Random, sample: int) -> tuple[list[tuple[str, str]], set[str]]:
+    """The cross-leaf pairs, receiver by receiver in a shuffled order (see
+    :func:`_best_sender`), until every switch link is covered; each pair's hops are reserved
+    in ``budget`` and its links added to ``covered``. Returns the pairs as (client, server)
+    and the nodes they use."""
     used: set[str] = set()
     pairs: list[tuple[str, str]] = []
     receivers = [n for leaf in leaves for n in by_leaf[leaf]]
@@ -137,7 +156,7 @@ def plan_cover_pairs(
             continue
         if len(covered) >= every:  # every switch link crossed: no sender can add one
             break
-        best = _best_sender(d, rail, view, by_leaf, leaves, used, avoid_set, covered,
+        best = _best_sender(d, rail, view, by_leaf, leaves, used, avoid, covered,
                             budget, rng, sample)
         if best is None:
             continue
@@ -146,12 +165,22 @@ def plan_cover_pairs(
         covered.update(view.hop_link[h] for h in hops)
         pairs.append((c, d))
         used.update((c, d))
+    return pairs, used
+
+
+def _with_local_pairs(by_leaf: dict[str, list[str]], leaves: list[str],
+                      pairs: list[tuple[str, str]], used: set[str], avoid: set[frozenset[str]],
+                      budget: CrossBudget, rail: int) -> PairPlan:
+    """The plan: the cross-leaf ``pairs`` (their nodes ``used``), then the nodes left paired
+    inside their leaf, then the last ones across leaves where their links fit ``budget``.
+    Returns the :class:`PairPlan` (``cross``: the nodes of cross-leaf pairs; ``served``: the
+    receivers of the by-destination pairs)."""
     cross = frozenset(used)
     for leaf in leaves:
-        _local_pairs([n for n in by_leaf[leaf] if n not in used], avoid_set, used, pairs)
+        _local_pairs([n for n in by_leaf[leaf] if n not in used], avoid, used, pairs)
     rest = sorted(n for leaf in leaves for n in by_leaf[leaf] if n not in used)
     extra: set[str] = set()
-    left = _local_pairs(rest, avoid_set, used, pairs, budget=budget, cross=extra, rail=rail)
+    left = _local_pairs(rest, avoid, used, pairs, budget=budget, cross=extra, rail=rail)
     return PairPlan(tuple(pairs), tuple(sorted(left)), cross | extra,
                     frozenset(d for c, d in pairs if d in cross))
 

@@ -53,12 +53,28 @@ def plan_link_probes(
     the caller lays out in waves itself (the recheck's blocks).
     RoCE: fresh flows between the two leaves (see :func:`roce_leaf_probes`).
     """
-    made = 0
-    view = b.view
-    if view.fabric != "infiniband":
+    if b.view.fabric != "infiniband":
         return roce_leaf_probes(flows, b, good_nics, seed)
     seen = {frozenset((nic_node(s), nic_node(d))) for _, s, d in flows}
     rng = random.Random(f"probe:{seed}:{b.round_no}")
+    made = _candidate_probes(flows, candidates, b, good_nics, seen, rng, search_limit=search_limit,
+                             per_link=per_link, avoid=avoid, cleared=cleared,
+                             suspected=suspected, later=later)
+    if retest and (len(candidates) < 2 or len(flows) < 2):  # "glitch or real?": same route
+        made += _retest_first(flows, b)
+    return made
+
+
+def _candidate_probes(flows: Sequence[tuple[str, str, str]], candidates: Sequence[LinkKey],
+                      b: RoundBuilder, good_nics: set[str], seen: set[frozenset[str]],
+                      rng: random.Random, *, search_limit: int, per_link: int,
+                      avoid: Sequence[LinkKey], cleared: Collection[LinkKey],
+                      suspected: Collection[LinkKey], later: bool) -> int:
+    """Up to ``per_link`` probes of each of the first 8 ``candidates`` (see
+    :func:`plan_link_probes`), each from a node pair not in ``seen`` (added to it), with the
+    flows that clear the other links it crosses (:func:`_clear_beside`). Returns the number of
+    tests planned."""
+    made = 0
     shun = set(candidates) | set(avoid)
     # NICs of the failing flows: a probe without them cannot fail for them (a NIC the
     # failures share is the competing hypothesis), so they are used only when nothing else fits
@@ -85,11 +101,18 @@ def plan_link_probes(
             if not got:
                 break
             made += got
-    if retest and (len(candidates) < 2 or len(flows) < 2):  # "glitch or real?": same route
-        for test_id, src, dst in flows[:1]:  # only if a direction of its links is still free
-            t = b.add_flow(nic_node(src), nic_node(dst), view.topology.nics[src].rail,
-                           "localize", retest_of=test_id)
-            made += t is not None
+    return made
+
+
+def _retest_first(flows: Sequence[tuple[str, str, str]], b: RoundBuilder) -> int:
+    """A retest of the first failing flow on its own route ("glitch or real?": a pass means a
+    glitch), only if a direction of its links is still free. Returns the number of tests
+    planned (0 or 1)."""
+    made = 0
+    for test_id, src, dst in flows[:1]:
+        t = b.add_flow(nic_node(src), nic_node(dst), b.view.topology.nics[src].rail,
+                       "localize", retest_of=test_id)
+        made += t is not None
     return made
 
 

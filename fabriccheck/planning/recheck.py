@@ -47,12 +47,7 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
     # part, and a small leaf's few NICs are left to the candidates' own samples
     good_nics = good_nics - set(nics)
     want = b.policy.recheck_samples
-    waves = max(1, -(-want // 2))  # two samples a wave at most
-    # RoCE: fresh partners soon sit on other leaves, and a failing cross-leaf sample beside a
-    # round's other failures at its leaf is possible ECMP contention that hides a slow link's
-    # evidence (inference.attribute): one block, partners as a confirmation picks them
-    blocks = max(1, min(blocks if b.view.fabric == "infiniband" else 1, waves))
-    per_block = -(-waves // blocks)
+    blocks, per_block = _block_shape(b, want, blocks)
     parts = [*nics, *(str(Link.of(*lk)) for lk in links)]
     need = dict.fromkeys(parts, want)
     used: dict[str, set[str]] = {nic: set() for nic in nics}
@@ -60,7 +55,6 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
     # a part that found no partner in a block (the block's resources went to others) gets
     # its samples in the next: up to twice the blocks, so the round's waves at most double
     proven: dict[str, int] = dict.fromkeys(nics, 0)  # samples with a proven-good partner
-    ib = b.view.fabric == "infiniband"
     link_parts = set(parts) - set(nics)
     for k in range(2 * blocks):
         # parts with no proven-good partner yet choose first (a small leaf's one uplink goes
@@ -74,24 +68,49 @@ def plan_recheck(b: RoundBuilder, nics: Sequence[str], links: Sequence[Link], po
                                             met, used, seed + 7919 * k) if t]
         if not groups:
             break
-        # RoCE links: their aimed flows share the link (and its spine) with each other
-        aimed = {p: t for p, t in groups if p in link_parts and not ib}
-        first = wave
-        for _ in range(per_block):
-            for part, tests in groups:
-                if part in aimed:
-                    continue
-                for t in tests[:max(0, need[part])]:
-                    _sample(b, t, part, wave)
-                    need[part] -= 1
-                    made += 1
-                    if part in proven and set(t.nics) - {part} <= good_nics:
-                        proven[part] += 1
-            wave += 1
-        if aimed:
-            n, end = _spread_aimed(b, aimed, need, first, first + 2 * per_block)
-            made, wave = made + n, max(wave, end)
+        n, wave = _lay_block(b, groups, link_parts, need, proven, good_nics, wave, per_block)
+        made += n
     return made
+
+
+def _block_shape(b: RoundBuilder, want: int, blocks: int) -> tuple[int, int]:
+    """How the ``want`` samples of a part are laid out: two a wave at most, over ``blocks``
+    blocks (one on RoCE; never more than the waves). Returns the blocks and the waves of a
+    block."""
+    waves = max(1, -(-want // 2))  # two samples a wave at most
+    # RoCE: fresh partners soon sit on other leaves, and a failing cross-leaf sample beside a
+    # round's other failures at its leaf is possible ECMP contention that hides a slow link's
+    # evidence (inference.attribute): one block, partners as a confirmation picks them
+    blocks = max(1, min(blocks if b.view.fabric == "infiniband" else 1, waves))
+    return blocks, -(-waves // blocks)
+
+
+def _lay_block(b: RoundBuilder, groups: Sequence[tuple[str, Sequence[Test]]],
+               link_parts: set[str], need: dict[str, int], proven: dict[str, int],
+               good_nics: set[str], first: int, per_block: int) -> tuple[int, int]:
+    """One block's tests as samples in waves ``first`` .. ``first + per_block - 1`` (RoCE
+    links: :func:`_spread_aimed`, over up to twice as many), each part up to its ``need``
+    (counted down); ``proven`` counts a NIC's samples whose partners are all ``good_nics``.
+    Returns the samples planned and the first wave left free."""
+    # RoCE links: their aimed flows share the link (and its spine) with each other
+    ib = b.view.fabric == "infiniband"
+    aimed = {p: t for p, t in groups if p in link_parts and not ib}
+    made, wave = 0, first
+    for _ in range(per_block):
+        for part, tests in groups:
+            if part in aimed:
+                continue
+            for t in tests[:max(0, need[part])]:
+                _sample(b, t, part, wave)
+                need[part] -= 1
+                made += 1
+                if part in proven and set(t.nics) - {part} <= good_nics:
+                    proven[part] += 1
+        wave += 1
+    if aimed:
+        n, end = _spread_aimed(b, aimed, need, first, first + 2 * per_block)
+        made, wave = made + n, max(wave, end)
+    return made, wave
 
 
 def _spread_aimed(b: RoundBuilder, aimed: Mapping[str, Sequence[Test]], need: dict[str, int],

@@ -234,69 +234,99 @@ def render_html(result: RunResult, topology: Topology | None = None) -> str:
     paths = failing_paths(result, topology) if topology is not None and topology.switches else None
     fabric = topology.fabric if topology is not None else str(result.extra.get("fabric", ""))
     head = headline(result, view)
+    js = _asset("report.js")
+    return _env().get_template("index.html.j2").render(
+        **_run_context(result, view, topology, fabric, head),
+        **_figure_context(result, view, topology, paths),
+        **_table_context(result, view, topology),
+        css=Markup(_asset("style.css")),
+        js=Markup(js),
+        script_hash=script_hash(js),
+    )
+
+
+def _run_context(
+    result: RunResult, view: RunView, topology: Topology | None, fabric: str, head: Headline
+) -> dict[str, Any]:
+    """The page's head, as template variables: what ran where and when, the headline, the
+    stat tiles, the next steps and notes, the embedded summary and the version."""
+    from fabriccheck import __version__
+
     steps = next_steps(result, view, fabric, _topology_ref(result, topology))
+    return {
+        "result": result,
+        "topo_name": topology.name if topology is not None else result.extra.get("topology", ""),
+        "fabric": fabric,
+        "run_id": result.extra.get("run_id", ""),
+        "sim_note": str(result.extra.get("faults") or ""),
+        "executor": str(result.extra.get("executor") or ""),
+        "seed": result.extra.get("seed"),
+        "started": _run_time(result.extra),
+        "headline": head,
+        "stats": _stats(result, view),
+        "steps": [s for s in steps if s.level != "info"],
+        "notes": [s for s in steps if s.level == "info"],
+        "summary": _summary(result, head),
+        "version": __version__,
+    }
+
+
+def _figure_context(
+    result: RunResult, view: RunView, topology: Topology | None, paths: FailPaths | None
+) -> dict[str, Any]:
+    """The page's figures, as template variables: the topology picture with its caption and
+    cables, the racks, the pair and rail heatmaps, the ladder table and the timeline."""
     pair_svg, pair_caption = render_pair_matrix(result, view)
     rail = render_rail_heatmap(result, view, topology)
     racks, racks_legend, racks_caption = render_racks(result, view, topology)
+    return {
+        "topology_svg": render_topology(view, topology, paths),
+        "topo_caption": _topology_caption(view, topology) + _paths_caption(paths, view),
+        "cables": _cables(view, topology, paths),
+        "racks": racks,
+        "racks_legend": racks_legend,
+        "racks_caption": racks_caption,
+        "pair_svg": pair_svg,
+        "pair_caption": pair_caption,
+        "pair_wide": len(view.run_nodes) > 24,
+        "rail_wide": len(view.run_nodes) > 64,
+        "rail_svg": rail[0] if rail else None,
+        "rail_caption": rail[1] if rail else "",
+        "ladder": ladder_context(ladder_table(result, list(view.run_nodes))),
+        "timeline_svg": render_timeline(result),
+    }
+
+
+def _table_context(
+    result: RunResult, view: RunView, topology: Topology | None
+) -> dict[str, Any]:
+    """The page's lists, as template variables: the blamed-node cards, the verdict rows, the
+    signal and config rows, the warnings, and the tests listed in full (failing or evidence)
+    and all of them on a small run."""
     blamed_nodes = _blamed(view)
-    blamed = _blamed_cards(result, view, topology, blamed_nodes[:BLAMED_MAX])
     verdicts, healthy_hidden = _verdict_rows(result, view)
     listed, listed_more = _listed_tests(result, verdicts)
     listed_ids = {o.test.test_id for o in listed}
     all_tests = []
     if len(result.observations) <= ALL_TESTS_MAX:
         all_tests = [_test_row(o, o.test.test_id in listed_ids) for o in result.observations]
-    from fabriccheck import __version__
-
-    js = _asset("report.js")
-    return _env().get_template("index.html.j2").render(
-        result=result,
-        topo_name=topology.name if topology is not None else result.extra.get("topology", ""),
-        fabric=fabric,
-        run_id=result.extra.get("run_id", ""),
-        sim_note=str(result.extra.get("faults") or ""),
-        executor=str(result.extra.get("executor") or ""),
-        seed=result.extra.get("seed"),
-        started=_run_time(result.extra),
-        headline=head,
-        stats=_stats(result, view),
-        steps=[s for s in steps if s.level != "info"],
-        notes=[s for s in steps if s.level == "info"],
-        topology_svg=render_topology(view, topology, paths),
-        topo_caption=_topology_caption(view, topology) + _paths_caption(paths, view),
-        cables=_cables(view, topology, paths),
-        racks=racks,
-        racks_legend=racks_legend,
-        racks_caption=racks_caption,
-        pair_svg=pair_svg,
-        pair_caption=pair_caption,
-        pair_wide=len(view.run_nodes) > 24,
-        rail_wide=len(view.run_nodes) > 64,
-        rail_svg=rail[0] if rail else None,
-        rail_caption=rail[1] if rail else "",
-        ladder=ladder_context(ladder_table(result, list(view.run_nodes))),
-        blamed=blamed,
-        blamed_more=max(0, len(blamed_nodes) - BLAMED_MAX),
-        timeline_svg=render_timeline(result),
-        verdicts=verdicts,
-        healthy_note=(
+    return {
+        "blamed": _blamed_cards(result, view, topology, blamed_nodes[:BLAMED_MAX]),
+        "blamed_more": max(0, len(blamed_nodes) - BLAMED_MAX),
+        "verdicts": verdicts,
+        "healthy_note": (
             f"{healthy_hidden:,} healthy verdicts not listed (see results.json)."
             if healthy_hidden else "Healthy components without a verdict row passed every test."
         ),
-        signal_rows=signal_rows(result.extra.get("signals") or {}),
-        config_rows=config_rows(result.extra.get("config") or {}),
-        node_warnings=result.extra.get("warnings") or [],
-        preflight_skipped=result.extra.get("preflight_skipped") or [],
-        failing=[_test_row(o, True) for o in listed],
-        failing_more=listed_more,
-        all_tests=all_tests,
-        tests_note=f"{len(result.observations):,} tests: every one is in observations.csv.",
-        summary=_summary(result, head),
-        version=__version__,
-        css=Markup(_asset("style.css")),
-        js=Markup(js),
-        script_hash=script_hash(js),
-    )
+        "signal_rows": signal_rows(result.extra.get("signals") or {}),
+        "config_rows": config_rows(result.extra.get("config") or {}),
+        "node_warnings": result.extra.get("warnings") or [],
+        "preflight_skipped": result.extra.get("preflight_skipped") or [],
+        "failing": [_test_row(o, True) for o in listed],
+        "failing_more": listed_more,
+        "all_tests": all_tests,
+        "tests_note": f"{len(result.observations):,} tests: every one is in observations.csv.",
+    }
 
 
 def _topology_ref(result: RunResult, topology: Topology | None) -> str:
