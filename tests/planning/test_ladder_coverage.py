@@ -91,6 +91,7 @@ def test_bundled_topologies(name):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a 4,096-node sweep: about 12 minutes on one core
 @pytest.mark.parametrize("name", ["ib-fattree3-512", "ib-rail-1024", "ib-rail-4096"])
 def test_bundled_topologies_large(name):
     check(sweep(load_topology(name), SEED), room=True)
