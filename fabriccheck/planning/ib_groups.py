@@ -101,10 +101,9 @@ def budget_fits(view: FabricView, budget: CrossBudget) -> Fits:
         return fits_ib
 
     def fits(ring: tuple[str, ...]) -> bool:
-        rails = sorted(set.intersection(*(set(view.rails_of[n]) for n in ring)))
-        cross = [(f.src, f.dst) for f in ring_flows(ring, rails, view)
-                 if att.get(f.src) != att.get(f.dst)]
-        return bool(rails) and budget.fits_flows(cross, exclusive=True, dry_run=True)
+        rails = set.intersection(*(set(view.rails_of[n]) for n in ring))
+        return bool(rails) and budget.fits_flows(cross_flows(ring, view), exclusive=True,
+                                                 dry_run=True)
     return fits
 
 
@@ -116,8 +115,8 @@ def carve_ib_groups(nodes: Sequence[str], k: int, view: FabricView, carving: int
     sharing a link; a remainder of fewer than ``k`` nodes forms one smaller group (2 at least).
     A deal that leaves nodes out (or in short groups) is dealt again, :data:`ATTEMPTS` times
     at most (every third time without the preference for the head's block and rank: a plain
-    greedy fills some fabrics better), and the carving that places most nodes in full groups
-    is kept.
+    greedy fills some fabrics better), and the carving that places most nodes (then most in
+    full groups) is kept; its lone nodes are placed by :func:`_absorb` where they fit.
 
     >>> from fabriccheck.topology import generate
     >>> t = generate({"kind": "fat-tree", "tiers": 2, "nodes": 16, "rails": 2,
@@ -190,14 +189,14 @@ def _absorb(groups: list[tuple[str, ...]], alone: list[str], k: int, budget: Cro
     Else, or when more than :data:`POOL_GROUPS` groups' worth of
     nodes are short (a fabric with many nodes out: the redeals would cost more than they
     place), the groups stay as they were."""
+    short = [g for g in groups if len(g) < k]
+    if view.fabric != "infiniband" or len(alone) + sum(map(len, short)) > POOL_GROUPS * k:
+        return groups
     full = [g for g in groups if len(g) >= k]
     rng.shuffle(full)
-    short = [g for g in groups if len(g) < k]
     home = blocks(view, [*alone, *(n for g in groups for n in g)])
     near = {home[n][0] for n in alone}  # the full groups most in the lone nodes' blocks first
     full.sort(key=lambda g: -sum(home[n][0] in near for n in g))
-    if view.fabric != "infiniband" or len(alone) + sum(map(len, short)) > POOL_GROUPS * k:
-        return groups
     base = set(budget.used)
     for widen in range(min(WIDEN, len(full)) + 1):
         given = short + full[:widen]
