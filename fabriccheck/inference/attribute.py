@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from fabriccheck.inference.alone import alone_passers, alone_reason, hung_alone
 from fabriccheck.inference.beside_links import link_levels, split
 from fabriccheck.inference.flaky import binomial_tail, find_flaky
 from fabriccheck.inference.intra import is_solo, judge_intra
@@ -150,7 +151,7 @@ def infer(
             own = [o for o in by_comp[comp] if not (set(o.test.nodes) - {comp[1]}) & devices]
             rival = _rival_switch(comp[1], own or by_comp[comp], fx.live, switch_of)
             _judge_node(comp[1], by_comp[comp], inf, node_min_fails, confirmed_min_fails,
-                        pinned, fx.shared, rival)
+                        pinned, fx.shared, rival, alone_passers(observations))
             if rival and comp[1] in inf.node_suspects:
                 rivalled += own
         elif comp[0] == "nic":
@@ -382,7 +383,7 @@ def _rival_switch(node: str, obs: list[Observation], live: list[Observation],
 def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: int,
                 confirmed_min: int, pinned: dict[str, str],
                 shared: set[str] | frozenset[str] = frozenset(), rival: str | None = None,
-                ) -> None:
+                passers: frozenset[str] = frozenset()) -> None:
     partners = partners_of(node, obs)
     # without confirmation only failures against partners whose NICs passed elsewhere count
     # (a node paired with faulty partners on every rail in round 1 is no culprit), and none
@@ -402,6 +403,8 @@ def _judge_node(node: str, obs: list[Observation], inf: Inference, min_fails: in
               f"({listing(sorted(partners))}) and passed none; failed: {_values(obs)}")
     if len(partners) >= 2 and (strong or (confirmed and len(obs) >= confirmed_min)):
         inf.bad_nodes[node] = Verdict("node", node, BAD, reason, ids)
+    elif rival is None and (alone := alone_reason(node, obs, pinned, passers)):
+        inf.bad_nodes[node] = Verdict("node", node, BAD, reason + alone, ids)
     else:
         why = (f"; switch {rival} explains these failures too (other nodes fail across it): "
                "needs a confirmation that avoids it") if rival else "; needs confirmation"
@@ -507,6 +510,8 @@ def _attribute_hangs(hangs: list[Observation], inf: Inference) -> None:
                   f"({listing(sorted(partners))}); it finished no test")
         if len(partners) >= 2 and len(obs) >= 2:
             inf.hung[node] = Verdict("node", node, BAD, "hung: " + reason, ids)
+        elif alone := hung_alone(obs):
+            inf.hung[node] = Verdict("node", node, BAD, "hung: " + reason + alone, ids)
         else:
             inf.hang_suspects[node] = Verdict("node", node, SUSPECT, "hang suspect: " + reason,
                                               ids)

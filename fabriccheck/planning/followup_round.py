@@ -46,7 +46,8 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     _retest_solo(ctx, inf, b, tries)
     _confirm_suspects(ctx, history, inf, b, pool, tries)
     for node in sorted(inf.hang_suspects):
-        if tries.get(node, 0) < 2 and plan_node_confirm(node, b, pool, inf.good_nics, hang=True):
+        if tries.get(node, 0) < 2 and (plan_node_confirm(node, b, pool, inf.good_nics, hang=True)
+                                       or _hang_alone(node, b)):
             _count(tries, node)
     if ctx.policy.localize and ctx.view.fabric == "infiniband":
         _localize_ib(ctx, inf, b, tries)  # a few probe flows per candidate set
@@ -77,6 +78,17 @@ def _retest_solo(ctx: RunContext, inf: Inference, b: RoundBuilder,
         key = "solo:" + node
         if probe and tries.get(key, 0) < 2 and b.add_solo(node, probe, "confirm"):
             _count(tries, key)
+
+
+def _hang_alone(node: str, b: RoundBuilder, nics: int = 2) -> int:
+    """A hang suspect with nobody proven good to meet (a two-node job where one hangs: each
+    hung only with the other) runs tests alone on ``nics`` of its NICs (to a sibling NIC
+    through the switch, or HCA loopback): the node that hangs hangs alone, the other
+    finishes and is cleared (:func:`fabriccheck.inference.alone.hung_alone`)."""
+    made, used = 0, set()
+    for nic in [n.endpoint for n in b.view.topology.nodes[node].nics][:nics]:
+        made += plan_partnerless_nic(nic, b, set(), [node], "confirm", avoid=used) is not None
+    return made
 
 
 def _count(tries: dict[str, int], key: str, by: int = 1) -> None:
