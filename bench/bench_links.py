@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fabriccheck.executors.sim import SimExecutor  # noqa: E402
 from fabriccheck.faults import FaultSet  # noqa: E402
-from fabriccheck.inference.attribute import link_name  # noqa: E402
+from fabriccheck.inference.wording import link_name  # noqa: E402
 from fabriccheck.models import link_key  # noqa: E402
 from fabriccheck.orchestrator import run  # noqa: E402
 from fabriccheck.policy import SweepPolicy  # noqa: E402

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from fabriccheck.costs import NO_METER, CostMeter
 from fabriccheck.errors import ConfigError
 from fabriccheck.executors.base import Executor
-from fabriccheck.inference.attribute import link_name
 from fabriccheck.inference.bisection import BisectVerdicts, judge_bisection
 from fabriccheck.inference.domain_judge import is_domain_test, judge_domain_round
 from fabriccheck.inference.domain_result import add_domain_results
@@ -25,6 +24,7 @@ from fabriccheck.inference.run_result import assemble_result, infer_run
 from fabriccheck.inference.signals import SignalState, judge_signal_round
 from fabriccheck.inference.state import Inference
 from fabriccheck.inference.verdicts import RunEnd, bad_switches
+from fabriccheck.inference.wording import link_name
 from fabriccheck.learn_paths import PathLearner
 from fabriccheck.models import Probe, RawResult, RunResult, Test
 from fabriccheck.planning.context import PAIR_SETUP_S, RunContext

@@ -46,7 +46,7 @@ class SweepPolicy:
     peer_min_drop: float = 0.10
     #: RoCE: cross-leaf flows per leaf, direction and round as a share of the leaf's uplinks
     #: (at least 1). Two flows leaving one leaf may hash onto the same uplink and halve each
-    #: other: such failures clear no device and implicate no link (see inference.attribute).
+    #: other: such failures clear no device and implicate no link (see inference.contention).
     roce_cross_share: float = 0.25
     #: RoCE with learned paths (a traceroute per pinned flow, :mod:`fabriccheck.learn_paths`):
     #: the rail-pair rounds' share instead; the learner re-pins colliding flows onto free paths

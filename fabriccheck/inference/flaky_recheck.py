@@ -241,33 +241,53 @@ class _Judge:
 
     def decide(self, part: str, obs: list[Observation], m: int,
                every: Sequence[Observation]) -> None:
-        fl, alpha, beta, rate = self.fl, self.alpha, self.beta, self.rate
-        is_link = " -- " in part
-        key = _key(part) if is_link else None
+        """Decide ``part`` on ``obs`` (``m``: the parts rechecked in its round, for Bonferroni;
+        ``every``: all its samples, over rounds): the partner that failed most set aside when
+        it alone explains the failures (:meth:`_set_aside`), then flaky, cleared or undecided
+        on the rest (:meth:`_conclude`)."""
         # a part undecided on its first samples got fresh ones: those alone decide
         again = len({o.test.round for o in every}) > 1
         if not obs:
             return
-        if part in fl.flaky:
+        if part in self.fl.flaky:
             # flaky at once on the screen's tests after its recheck had begun: the recheck's
             # samples (the test made to decide it) stand against a burst of glitches there
             f_all = sum(o.status == FAIL for o in obs)
-            if binomial_cdf(f_all, len(obs), self.q_min) >= beta:
+            if binomial_cdf(f_all, len(obs), self.q_min) >= self.beta:
                 return
-            fl.flaky.pop(part)
+            self.fl.flaky.pop(part)
+        kept, aside, partners = self._set_aside(part, obs, m)
+        self._conclude(part, obs, kept, aside, partners, m, again)
+
+    def _set_aside(self, part: str, obs: list[Observation], m: int
+                   ) -> tuple[list[Observation], list[Observation], int]:
+        """``(kept, aside, number of partners)``: the samples with the partner that failed
+        most set aside (:func:`worst_partner_aside`) only when they fail beyond noise and the
+        rest do not; that partner's NICs are then the next to recheck (:attr:`suspects`)."""
         kept, aside, partners = worst_partner_aside(part, obs)
         f_aside = sum(o.status == FAIL for o in aside)
         f_kept = sum(o.status == FAIL for o in kept)
-        if (f_aside >= 2 and binomial_tail(f_aside, len(aside), rate) < alpha / m
-                and binomial_tail(f_kept, len(kept), rate) >= alpha
-                and binomial_cdf(f_kept, len(kept), f_aside / len(aside)) < alpha):
+        if (f_aside >= 2 and binomial_tail(f_aside, len(aside), self.rate) < self.alpha / m
+                and binomial_tail(f_kept, len(kept), self.rate) >= self.alpha
+                and binomial_cdf(f_kept, len(kept), f_aside / len(aside)) < self.alpha):
             # the failures sit with one partner, the others' samples look like noise and
             # are too many to share that partner's failure rate (a few clean samples
             # beside a partner failing 1 in 3 are no evidence that the partner is at fault)
             for nic in {x for o in aside for x in o.test.nics} - {part}:
                 self.suspects[nic] = self.suspects.get(nic, 0) + f_aside
-        else:  # nothing to set aside: the failures are the part's, or noise
-            kept, aside = list(obs), []
+            return kept, aside, partners
+        # nothing to set aside: the failures are the part's, or noise
+        return list(obs), [], partners
+
+    def _conclude(self, part: str, obs: list[Observation], kept: list[Observation],
+                  aside: list[Observation], partners: int, m: int, again: bool) -> None:
+        """The verdict on ``kept`` (``obs`` less the samples ``aside``): flaky on failures
+        beyond noise with two partners at least (any for a link), cleared when a part failing
+        at ``q_min`` would have failed more, else undecided, with fresh samples asked for
+        unless these were fresh already (``again``)."""
+        fl, alpha, beta, rate = self.fl, self.alpha, self.beta, self.rate
+        is_link = " -- " in part
+        key = _key(part) if is_link else None
         fails = [o for o in kept if o.status == FAIL]
         n, f = len(kept), len(fails)
         owner = "" if is_link else nic_node(part)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from fabriccheck.inference.attribute import listing
+from fabriccheck.inference.wording import listing
 from fabriccheck.models import BAD, FAIL, HANG, Observation, Test, Verdict
 from fabriccheck.probes.nccl_transport import IB, SOCKET, rank_ranges
 from fabriccheck.probes.results import NcclTestsResult, RankTransport

@@ -6,11 +6,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from fabriccheck.inference.attribute import link_name
 from fabriccheck.inference.cables import cables
 from fabriccheck.inference.link_cover import ladder_tests_links, untested_links
 from fabriccheck.inference.localize import LinkGroup
 from fabriccheck.inference.state import Inference
+from fabriccheck.inference.wording import link_name
 from fabriccheck.models import (
     BAD,
     FAIL,
@@ -48,7 +48,64 @@ def build_result(
     mode: str, nodes: list[str], history: RunHistory, inf: Inference, view: FabricView,
     policy: SweepPolicy, end: RunEnd,
 ) -> RunResult:
-    """Assemble the :class:`RunResult` (the ``--json`` contract) of a finished run."""
+    """Assemble the :class:`RunResult` (the ``--json`` contract) of a finished run: whom it
+    blames (:func:`_blame`), every part's verdict (:func:`_verdicts`), what was left untested,
+    and the rest of ``extra`` (:func:`_extra`, :func:`_verdict_extra`)."""
+    b = _blame(history, inf, view, end)
+    by_kind = _partnerless_only(history)
+    untested_nics = _untested_nics(nodes, view, inf, b.bad_nics, b.out_of_play)
+    switches = _switch_verdicts([g for g in inf.links if g.bad], topology=view.topology,
+                                fabric_links=view.switch_links)
+    in_switch = {lk for v in switches for lk in v.evidence_links}
+    verdicts = _verdicts(nodes, inf, view, b, by_kind, untested_nics, switches, in_switch)
+    untested = [v.name for v in verdicts if v.kind == "node" and v.state == UNTESTED]
+    untested += untested_nics
+    links_left = (untested_links(view, history.observations, [n for n in nodes
+                                 if n not in b.out_of_play], seed=policy.seed)
+                  if mode == "sweep" and ladder_tests_links(policy.levels) else [])
+    untested += [f"link {link_name(k)}" for k in links_left]
+    extra = _extra(history, inf, view, policy, end, untested)
+    extra["link_coverage"]["untested_links"] = [list(k) for k in links_left]
+    extra.update(_verdict_extra(inf, end, b, by_kind, verdicts, switches, in_switch,
+                                view.topology))
+    return RunResult(
+        mode=mode,
+        nodes=list(nodes),
+        rounds=history.round_count,
+        tests=history.tests,
+        test_seconds=history.test_seconds,
+        bad_nodes=sorted(b.bad_nodes),
+        bad_nics=sorted(b.bad_nics),
+        bad_links=[g.candidates[0] for g in inf.links if g.bad],
+        link_suspects=[g.to_json() for g in inf.links if _reported(g) and not g.bad],
+        unreachable=sorted(inf.unreachable),
+        hung=sorted(inf.hung),
+        suspects=b.suspects,
+        drain=sorted(b.drain),
+        fabric_warnings=list(dict.fromkeys(history.warnings)),
+        verdicts=verdicts,
+        observations=list(history.observations),
+        extra=extra,
+    )
+
+
+@dataclass(frozen=True)
+class _Blame:
+    """Whom a finished run blames: what it drains and what stays open."""
+
+    bad_nodes: dict[str, Verdict]  # the inference's, and bisection's at-scale culprits
+    bad_nics: dict[str, Verdict]
+    drain: set[str]
+    out_of_play: set[str]  # drained or unreachable
+    #: at-scale culprits not convicted (a uniformly slow fabric) and open at-scale suspects
+    scale_open: dict[str, Verdict]
+    undecided: dict[str, Verdict]  # intermittence rechecks without a verdict
+    suspects: list[str]
+
+
+def _blame(history: RunHistory, inf: Inference, view: FabricView, end: RunEnd) -> _Blame:
+    """The run's bad parts, drain list and open suspects: the inference's, bisection's culprits
+    (suspects only on a uniformly slow fabric) and at-scale suspects, undecided rechecks."""
     slow_fabric = bool(history.warnings)  # uniformly slow: at-scale tests sit at the floor
     scale_bad = _scale_bad(end, inf)
     scale_open = {} if not slow_fabric else {
@@ -72,66 +129,54 @@ def build_result(
         - drain - {n for n in inf.nic_suspects if nic_node(n) in drain}
         | set(undecided)
     )
-    by_kind = _partnerless_only(history)
-    verdicts = [scale_open.get(n) or _node_verdict(n, bad_nodes, bad_nics, inf, by_kind)
+    return _Blame(bad_nodes, bad_nics, drain, drain | set(inf.unreachable), scale_open,
+                  undecided, suspects)
+
+
+def _verdicts(nodes: list[str], inf: Inference, view: FabricView, b: _Blame,
+              by_kind: Mapping[str, str], untested_nics: list[str], switches: list[_Switch],
+              in_switch: set[LinkKey]) -> list[Verdict]:
+    """Every verdict, in the result's order: each node, the bad NICs, the suspect NICs not
+    drained, the untested NICs, the flaky and undecided parts, the switches, then the links
+    no switch verdict stands for."""
+    verdicts = [b.scale_open.get(n) or _node_verdict(n, b.bad_nodes, b.bad_nics, inf, by_kind)
                 for n in nodes]
-    verdicts += [bad_nics[k] for k in sorted(bad_nics)]
-    verdicts += [v for k, v in sorted(inf.nic_suspects.items()) if nic_node(k) not in drain]
-    out_of_play = drain | set(inf.unreachable)
-    untested_nics = _untested_nics(nodes, view, inf, bad_nics, out_of_play)
+    verdicts += [b.bad_nics[k] for k in sorted(b.bad_nics)]
+    verdicts += [v for k, v in sorted(inf.nic_suspects.items()) if nic_node(k) not in b.drain]
     verdicts += [Verdict("nic", x, UNTESTED, "no test of it completed with a result that "
                          "clears or blames it") for x in untested_nics]
     verdicts += [inf.flaky[k] for k in sorted(inf.flaky)]
-    verdicts += [undecided[k] for k in sorted(undecided) if k not in inf.nic_suspects]
-    switches = _switch_verdicts([g for g in inf.links if g.bad], topology=view.topology,
-                                fabric_links=view.switch_links)
-    in_switch = {lk for v in switches for lk in v.evidence_links}
+    verdicts += [b.undecided[k] for k in sorted(b.undecided) if k not in inf.nic_suspects]
     verdicts += [sw.verdict for sw in switches]
     verdicts += [_link_verdict(g, view.topology) for g in inf.links
                  if _reported(g) and g.candidates[0] not in in_switch]
-    untested = [v.name for v in verdicts if v.kind == "node" and v.state == UNTESTED]
-    untested += untested_nics
-    links_left = (untested_links(view, history.observations, [n for n in nodes
-                                 if n not in out_of_play], seed=policy.seed)
-                  if mode == "sweep" and ladder_tests_links(policy.levels) else [])
-    untested += [f"link {link_name(k)}" for k in links_left]
-    extra = _extra(history, inf, view, policy, end, untested)
-    extra["link_coverage"]["untested_links"] = [list(k) for k in links_left]
-    extra["verdict_rounds"] = reported_rounds(
-        end.verdict_rounds, [*bad_nodes, *bad_nics, *inf.hung, *inf.unreachable],
-        [link_name(g.candidates[0]) for g in inf.links
-         if g.bad and g.candidates[0] not in in_switch],
-        {sw.verdict.name: [link_name(k) for k in sw.evidence_links] for sw in switches})
-    extra["bad_switches"] = [sw.verdict.name for sw in switches]
-    extra["flaky"] = sorted(inf.flaky)
-    extra["recheck"] = {"cleared": dict(sorted(inf.flakiness.cleared.items())),
-                        "undecided": sorted(undecided),
-                        "pending": sorted(set(inf.flakiness.recheck_nics) - set(undecided))}
-    extra["tested_without_rail_partner"] = dict(sorted(by_kind.items()))
-    # RoCE: failing tests that ECMP contention may explain (the report's "contention" cells)
-    extra["contention"] = sorted(inf.ambiguous)
-    # the links of link and switch verdicts with their ports: which cable to pull
-    extra["cables"] = cables(verdicts, {sw.verdict.name: sw.evidence_links for sw in switches},
-                             view.topology)
-    return RunResult(
-        mode=mode,
-        nodes=list(nodes),
-        rounds=history.round_count,
-        tests=history.tests,
-        test_seconds=history.test_seconds,
-        bad_nodes=sorted(bad_nodes),
-        bad_nics=sorted(bad_nics),
-        bad_links=[g.candidates[0] for g in inf.links if g.bad],
-        link_suspects=[g.to_json() for g in inf.links if _reported(g) and not g.bad],
-        unreachable=sorted(inf.unreachable),
-        hung=sorted(inf.hung),
-        suspects=suspects,
-        drain=sorted(drain),
-        fabric_warnings=list(dict.fromkeys(history.warnings)),
-        verdicts=verdicts,
-        observations=list(history.observations),
-        extra=extra,
-    )
+    return verdicts
+
+
+def _verdict_extra(inf: Inference, end: RunEnd, b: _Blame, by_kind: Mapping[str, str],
+                   verdicts: list[Verdict], switches: list[_Switch], in_switch: set[LinkKey],
+                   topology: Topology) -> dict:
+    """The result's ``extra`` entries that follow from its verdicts: when each was reached,
+    the bad switches, the flaky parts, the intermittence rechecks, the NICs tested without a
+    rail partner, possible contention and the cables to pull."""
+    return {
+        "verdict_rounds": reported_rounds(
+            end.verdict_rounds, [*b.bad_nodes, *b.bad_nics, *inf.hung, *inf.unreachable],
+            [link_name(g.candidates[0]) for g in inf.links
+             if g.bad and g.candidates[0] not in in_switch],
+            {sw.verdict.name: [link_name(k) for k in sw.evidence_links] for sw in switches}),
+        "bad_switches": [sw.verdict.name for sw in switches],
+        "flaky": sorted(inf.flaky),
+        "recheck": {"cleared": dict(sorted(inf.flakiness.cleared.items())),
+                    "undecided": sorted(b.undecided),
+                    "pending": sorted(set(inf.flakiness.recheck_nics) - set(b.undecided))},
+        "tested_without_rail_partner": dict(sorted(by_kind.items())),
+        # RoCE: failing tests that ECMP contention may explain (the report's "contention" cells)
+        "contention": sorted(inf.ambiguous),
+        # the links of link and switch verdicts with their ports: which cable to pull
+        "cables": cables(verdicts, {sw.verdict.name: sw.evidence_links for sw in switches},
+                         topology),
+    }
 
 
 def reported_rounds(first: Mapping[str, int], devices: Sequence[str], links: Sequence[str],
@@ -327,7 +372,7 @@ def _extra(history: RunHistory, inf: Inference, view: FabricView, policy: SweepP
         "glitches": sorted(inf.glitches),
         "unconfirmed_link_failures": [g.to_json() for g in inf.links if not _reported(g)],
         "stop_reason": end.stop_reason,
-        "verdict_rounds": {},  # reported_rounds, filled by build_result
+        "verdict_rounds": {},  # reported_rounds, filled by _verdict_extra
         "budget_exhausted": end.budget_hit,
         "fabric": view.fabric,
         # where IB routes came from: "lft" (forwarding tables), "d-mod-k" (the model); "ecmp"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from fabriccheck.topology.view import FabricView
 
 Pair = tuple[str, str]
+Pods = dict[tuple[str, ...], list[str]]  # pod (its leaves) -> its nodes, in pairing order
 
 
 def pair_key(a: str, b: str) -> frozenset[str]:
@@ -177,37 +178,67 @@ def plan_pairs(
     -------
     PairPlan
     """
-    avoid_set = set(avoid)
-    crossed = set(prev_cross)
-    served = set(prev_served)
     # IB rail-optimized: every node crosses (cross pairs of two whole leaves never share a
     # directed link). Fat-trees route all of a node's NICs down one spine link: few cross
     # pairs fit per round, so there the RoCE-style alternation (cross, then local) stays.
     ib = view.fabric == "infiniband" and view.rail_optimized
-    tag = "all" if rail is None else rail
-    rng = random.Random(f"pairs:{seed}:{round_no}:{tag}")
-    met = {n for p in avoid_set for n in p}  # paired on this rail in an earlier round
     # nodes a round left over come first, so no NIC stays untested for two rounds; IB: everyone
     # crosses, receivers-to-be first; otherwise last round's local nodes cross first
-    pods = _pods(nodes, view, rail, rng, lambda n: (n in met, n in (served if ib else crossed)))
+    first = set(prev_served if ib else prev_cross)
+    avoid_set = set(avoid)
+    pods, order = _round_pods(nodes, view, rail, seed, round_no, avoid_set, first)
+    budget = budget or CrossBudget(view, roce_cross_share)
+    pairs, cross, used = _cross_matched_pods(pods, order, round_no, rail, budget, avoid_set,
+                                             search_limit, first if ib else None)
+    return _with_pairs_in_pods(pods, order, view, rail, budget, avoid_set, pairs, cross, used)
+
+
+def _round_pods(nodes: Iterable[str], view: FabricView, rail: int | None, seed: int,
+                round_no: int, avoid: set[frozenset[str]], first: set[str]
+                ) -> tuple[Pods, list[tuple[str, ...]]]:
+    """The round's pods (:func:`_pods`) and the order the circle method numbers them in
+    (shuffled by ``seed`` alone: the same every round). In a pod, nodes not yet paired on this
+    rail (in no pair of ``avoid``) come first, then those not in ``first``."""
+    tag = "all" if rail is None else rail
+    rng = random.Random(f"pairs:{seed}:{round_no}:{tag}")
+    met = {n for p in avoid for n in p}  # paired on this rail in an earlier round
+    pods = _pods(nodes, view, rail, rng, lambda n: (n in met, n in first))
     order = sorted(pods)
     random.Random(f"pods:{seed}:{tag}").shuffle(order)
-    budget = budget or CrossBudget(view, roce_cross_share)
+    return pods, order
+
+
+def _cross_matched_pods(pods: Pods, order: list[tuple[str, ...]], round_no: int,
+                        rail: int | None, budget: CrossBudget, avoid: set[frozenset[str]],
+                        search_limit: int, served: set[str] | None
+                        ) -> tuple[list[Pair], set[str], set[str]]:
+    """Cross pairs between the pods the circle method matches in round ``round_no`` (a rail
+    starts as many rounds further on, so each rail meets other pods); ``served``: see
+    :func:`_cross_pairs`. Returns the pairs (client, server), the nodes that cross and the
+    nodes paired."""
     pairs: list[Pair] = []
     cross: set[str] = set()
     used: set[str] = set()
     offset = 0 if rail is None else rail
     for x, y in circle_matching([str(i) for i in range(len(order))], round_no - 1 + offset):
         px, py = pods[order[int(x)]], pods[order[int(y)]]
-        _cross_pairs(px, py, budget, rail, avoid_set, used, pairs, cross, search_limit,
-                     served if ib else None)
+        _cross_pairs(px, py, budget, rail, avoid, used, pairs, cross, search_limit, served)
+    return pairs, cross, used
+
+
+def _with_pairs_in_pods(pods: Pods, order: list[tuple[str, ...]], view: FabricView,
+                        rail: int | None, budget: CrossBudget, avoid: set[frozenset[str]],
+                        pairs: list[Pair], cross: set[str], used: set[str]) -> PairPlan:
+    """The plan: the cross ``pairs`` (their nodes ``used``), then the nodes left paired inside
+    their pod, then the last ones of different pods across where their links fit ``budget``
+    (``served``: the receivers of the pairs that cross between pods)."""
     spill: list[str] = []
     for key in order:
         rest = [n for n in pods[key] if n not in used]
-        spill += _local_pairs(rest, avoid_set, used, pairs)
+        spill += _local_pairs(rest, avoid, used, pairs)
     # leftovers of different pods pair across (a few flows; forced through the budget)
     spill.sort(key=lambda n: (pods_key(view, n, rail), n))
-    leftovers = _local_pairs(spill, avoid_set, used, pairs, budget=budget, cross=cross, rail=rail)
+    leftovers = _local_pairs(spill, avoid, used, pairs, budget=budget, cross=cross, rail=rail)
     now_served = frozenset(s for c, s in pairs if s in cross and c in cross
                            and pods_key(view, c, rail) != pods_key(view, s, rail))
     return PairPlan(tuple(pairs), tuple(sorted(leftovers)), frozenset(cross), now_served)
@@ -246,10 +277,10 @@ def plan_rail_pairs(
 
 
 def _pods(nodes: Iterable[str], view: FabricView, rail: int | None, rng: random.Random,
-          order_key) -> dict[tuple[str, ...], list[str]]:
+          order_key) -> Pods:
     """Nodes grouped by pod (their leaves; one rail's leaf with ``rail``), shuffled, then
     stably ordered by ``order_key``."""
-    pods: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    pods: Pods = defaultdict(list)
     att = view.topology.attachment
     for n in sorted(set(nodes)):
         if rail is None:

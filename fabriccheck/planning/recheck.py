@@ -80,7 +80,7 @@ def _block_shape(b: RoundBuilder, want: int, blocks: int) -> tuple[int, int]:
     waves = max(1, -(-want // 2))  # two samples a wave at most
     # RoCE: fresh partners soon sit on other leaves, and a failing cross-leaf sample beside a
     # round's other failures at its leaf is possible ECMP contention that hides a slow link's
-    # evidence (inference.attribute): one block, partners as a confirmation picks them
+    # evidence (inference.contention): one block, partners as a confirmation picks them
     blocks = max(1, min(blocks if b.view.fabric == "infiniband" else 1, waves))
     return blocks, -(-waves // blocks)
 

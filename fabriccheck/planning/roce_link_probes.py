@@ -19,7 +19,7 @@ def roce_leaf_probes(flows, b: RoundBuilder, good_nics: set[str], seed: int,
     The path of a flow is a hash nobody knows, so one probe samples one of the equal-cost
     paths; a batch of ``per_way`` flows each way (different node pairs: different hashes)
     samples many at once. Flows of a batch may collide on an uplink and halve each other; the
-    attribution tells fair-share contention from a fault (``inference.attribute``).
+    attribution tells fair-share contention from a fault (``inference.contention``).
     """
     made = 0
     att = b.view.topology.attachment

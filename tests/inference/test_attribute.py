@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from fabriccheck.inference import attribute
 from fabriccheck.inference.attribute import infer
 from fabriccheck.models import Flow, Observation, RawResult, Test
 from tests.planning.fabrics import make_view
@@ -34,6 +35,25 @@ def healthy_round(nodes, rails=range(4), rnd=1, shift=1):
             if a != b:
                 out.append(flow_obs(a, b, r, rnd=rnd))
     return out
+
+
+def test_infer_runs_its_named_rules_once_each_in_order_over_one_work(monkeypatch):
+    """Issue 31: attribution is an ordered tuple of named rules (``RULES``) over one working
+    state; a new rule is a function of that state and one line there."""
+    names = [name for name, _ in attribute.RULES]
+    assert len(set(names)) == len(names)
+    seen: list[tuple[str, int]] = []
+
+    def traced(name, rule):
+        return lambda w: (seen.append((name, id(w))), rule(w))
+
+    monkeypatch.setattr(attribute, "RULES",
+                        tuple((name, traced(name, rule)) for name, rule in attribute.RULES))
+    obs = [flow_obs("node-001", "node-002", 1, "fail"), flow_obs("node-003", "node-004", 1)]
+    inf = infer(obs, VIEW)
+    assert [name for name, _ in seen] == names
+    assert len({w for _, w in seen}) == 1
+    assert "node-003" in inf.good_nodes and "node-001" in inf.node_suspects
 
 
 def test_nic_needs_two_partners_and_a_confirmation():
