@@ -127,7 +127,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
     history, verdict_rounds, bis = RunHistory(), {}, BisectVerdicts()
     climbs = bool(planner.ladder.steps)  # a ladder run confirms a lone at-scale suspect
     with meter.timed("infer"):
-        inf, sig = infer_run(history, ctx.view, ctx.signals)
+        inf, sig = infer_run(history, ctx.view, ctx.signals, screen_links=ctx.screens_links)
     stop_reason, budget_hit = "", False
     while True:
         with meter.timed("plan"):
@@ -143,7 +143,8 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
         if on_round is not None:
             on_round(history.rounds[-1])
         with meter.timed("infer"):
-            inf, sig = infer_run(history, ctx.view, ctx.signals, sig)
+            inf, sig = infer_run(history, ctx.view, ctx.signals, sig,
+                                 screen_links=ctx.screens_links)
             bis = judge_bisection(history, inf.blamed_nodes, ctx.view, plan.parts,
                                   ladder=climbs, last=bis)
             _note_verdict_rounds(inf, history.round_count, verdict_rounds, ctx.view)
@@ -157,7 +158,7 @@ def _loop(ctx: RunContext, planner: Planner, executor: Executor, progress: Progr
         if progress is not None:
             progress(_progress_line(history))
     with meter.timed("infer"):
-        inf, sig = infer_run(history, ctx.view, ctx.signals, sig)
+        inf, sig = infer_run(history, ctx.view, ctx.signals, sig, screen_links=ctx.screens_links)
     if (not stop_reason and history.traffic_rounds >= planner.round_limit
             and _open(inf, planner)):
         stop_reason = f"max rounds ({planner.round_limit}) reached with suspects open"

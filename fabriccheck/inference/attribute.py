@@ -67,6 +67,7 @@ def infer(
     *,
     node_min_fails: int = 4,
     confirmed_min_fails: int = 3,
+    screen_links: bool = False,
 ) -> Inference:
     """Attribute every failing observation so far (pure; call again after every round).
 
@@ -79,7 +80,9 @@ def infer(
       rails and ``node_min_fails`` tests, or a failed confirmation against a known-good node.
     - **bad NIC**: never passed, failing with at least two partners and a failed confirmation
       against a known-good node (``confirmed_min_fails`` failing tests in all).
-    - **links**: see :func:`fabriccheck.inference.localize.localize_links`.
+    - **links**: see :func:`fabriccheck.inference.localize.localize_links`; with
+      ``screen_links``, every switch link is also screened for failing one test in five
+      (:mod:`fabriccheck.inference.link_screen`).
 
     They run as :data:`RULES`, in order, over one :class:`Work`.
 
@@ -88,7 +91,8 @@ def infer(
     Inference
     """
     w = Work([o for o in observations if not is_solo(o)],  # 1x: judged apart
-             [o for o in observations if is_solo(o)], view, node_min_fails, confirmed_min_fails)
+             [o for o in observations if is_solo(o)], view, node_min_fails, confirmed_min_fails,
+             screen_links)
     for _name, rule in RULES:
         rule(w)
     return w.inf

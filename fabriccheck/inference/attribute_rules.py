@@ -305,14 +305,14 @@ def flakiness(w: Work) -> None:
                  if not g.bad and g.significant and len(g.candidates) == 1}
     inf.flakiness = find_flaky(w.observations, w.view, inf.good_nodes, inf.good_nics,
                                w.good_links, w.fx.ambiguous | w.fx.shared, bad_links=bad_links,
-                               suspected=suspected)
+                               suspected=suspected, screen_links=w.screen_links)
 
 
 def intra(w: Work) -> None:
     """The 1x (single-node) tests, judged apart (:func:`judge_intra`; a node already bad,
     hung or unreachable is not judged again); a node whose 1x test finished is completed."""
     inf = w.inf
-    bad, inf.intra_suspects = judge_intra(w.solo, set(inf.bad_nodes) | set(inf.hung)
-                                          | set(inf.unreachable))
+    bad, inf.intra_suspects, inf.intra_needed = judge_intra(
+        w.solo, set(inf.bad_nodes) | set(inf.hung) | set(inf.unreachable))
     inf.bad_nodes.update(bad)
     inf.completed |= {o.test.nodes[0] for o in w.solo if o.status in (PASS, FAIL)}

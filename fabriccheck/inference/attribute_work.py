@@ -27,6 +27,9 @@ class Work:
     view: FabricView
     node_min_fails: int
     confirmed_min_fails: int
+    #: run the sequential link screen (an InfiniBand sweep that tops links up:
+    #: :func:`fabriccheck.inference.link_screen.screens_links`)
+    screen_links: bool = False
     inf: Inference = field(default_factory=Inference)
     #: switch links a passing test surely crossed
     good_links: set[LinkKey] = field(default_factory=set)

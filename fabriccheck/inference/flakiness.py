@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from fabriccheck.inference.link_screen import LinkTally, open_suspects
 from fabriccheck.models import (
     Link,
     State,
@@ -52,6 +53,11 @@ class Flakiness:
     odds: dict[str, float] = field(default_factory=dict)
     #: the screen's bound on those odds: ``alpha`` / the number of parts it screened
     bound: float = 0.01
+    #: switch link -> its sequential test (:mod:`fabriccheck.inference.link_screen`); open
+    #: links get crossings from the top-up (:mod:`fabriccheck.planning.link_topup`)
+    links: dict[Link, LinkTally] = field(default_factory=dict)
+    #: the glitch rate the link screen used
+    link_rate: float = 0.0
 
     def unresolved(self, alpha: float | None = None) -> dict[str, Verdict]:
         """Parts neither flaky nor cleared when the run ends: the undecided, and candidates
@@ -73,4 +79,5 @@ class Flakiness:
                                      why.format(k="2+", p=self.odds[str(lk)]),
                                      link=link_key(lk.a, lk.b))
                     for lk in self.recheck_links if self.odds.get(str(lk), 1.0) < alpha})
+        out.update(open_suspects(self.links, self.link_rate, skip=self.flaky))
         return {**out, **self.undecided}

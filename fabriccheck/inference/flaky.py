@@ -41,6 +41,7 @@ from collections.abc import Sequence
 
 from fabriccheck.inference.flakiness import Flakiness, binomial_cdf, binomial_tail
 from fabriccheck.inference.flaky_recheck import decide_rechecked
+from fabriccheck.inference.link_screen import flaky_verdicts, screen_links
 from fabriccheck.models import (
     FAIL,
     PASS,
@@ -59,7 +60,8 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
                good_nics: set[str], good_links: set[Link], contended: set[str], *,
                alpha: float = 0.01, min_rate: float = 0.005, q_min: float = 1 / 3,
                beta: float = 0.01, bad_links: set[Link] | frozenset[Link] = frozenset(),
-               suspected: set[Link] | frozenset[Link] = frozenset()) -> Flakiness:
+               suspected: set[Link] | frozenset[Link] = frozenset(),
+               screen_links: bool = False) -> Flakiness:
     """Count lonely failures per part and keep the parts noise cannot explain (module doc).
 
     ``contended`` are failing tests that ECMP contention may explain (RoCE): they count for
@@ -74,6 +76,8 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
     ``suspected`` (a link alone in a candidate set beyond noise, not yet confirmed): a failure
     that may have crossed it is the link's, not lonely for its nodes and NICs (a dead RoCE
     uplink fails the flows ECMP hashes onto it and passes the rest: their NIC looked flaky).
+    ``screen_links``: every switch link is also judged by the sequential link screen
+    (:mod:`fabriccheck.inference.link_screen`; an InfiniBand sweep whose top-up feeds it).
     """
     done = [o for o in observations if o.status in (PASS, FAIL)
             and o.test.test_id not in contended
@@ -89,7 +93,28 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
             samples[o.test.params.recheck_of].append(o)
     if samples:
         decide_rechecked(screen, samples, alpha, beta, q_min, view=view, done=done)
+    if screen_links:
+        _screen_links(screen, done, view, good_nodes, good_nics, good_links, suspected)
     return screen
+
+
+def _screen_links(fl: Flakiness, done: list[Observation], view: FabricView,
+                  good_nodes: set[str], good_nics: set[str], good_links: set[Link],
+                  suspected: set[Link] | frozenset[Link]) -> None:
+    """The sequential link screen (:mod:`fabriccheck.inference.link_screen`) over every
+    finished pair test, recheck samples included; its flaky links join ``fl.flaky``."""
+    pairs = [o for o in done if o.test.group_size <= 2]
+    lonely = _lonely(pairs, view, good_nodes, good_nics, good_links, suspected)
+    ids = {i for part, got in lonely.items() if part[0] == "link" for i in got}
+    fl.links, fl.link_rate = screen_links(pairs, ids, view, fl.rate)
+    for name, v in flaky_verdicts(fl.links, fl.link_rate).items():
+        if name not in fl.flaky:
+            fl.flaky[name] = v
+            fl.undecided.pop(name, None)
+    fl.recheck_links = [lk for lk in fl.recheck_links if str(lk) not in fl.flaky]
+    for lk, t in fl.links.items():  # cleared on every crossing, its recheck samples included
+        if t.state == "cleared":
+            fl.undecided.pop(str(lk), None)
 
 
 def _may_cross(o: Observation, links: set[Link] | frozenset[Link], view: FabricView) -> bool:

@@ -28,7 +28,8 @@ from fabriccheck.topology.view import FabricView
 
 
 def infer_run(history: RunHistory, view: FabricView, signals: Sequence[SignalSpec],
-              last: SignalState | None = None) -> tuple[Inference, SignalState]:
+              last: SignalState | None = None, *, screen_links: bool = False
+              ) -> tuple[Inference, SignalState]:
     """Attribution of the traffic so far, with the signals' own verdicts and the transport
     fallbacks the nccl tests' NCCL INFO lines show (:mod:`fabriccheck.inference.transport`)
     merged in; the slow tests a fallen-back node explains are left out of the attribution.
@@ -44,6 +45,9 @@ def infer_run(history: RunHistory, view: FabricView, signals: Sequence[SignalSpe
     last
         The signal state of the previous call: the signals are judged again only when a round
         brought new readings.
+    screen_links
+        Screen every switch link for intermittence
+        (:func:`fabriccheck.inference.link_screen.screens_links`).
 
     Returns
     -------
@@ -53,7 +57,8 @@ def infer_run(history: RunHistory, view: FabricView, signals: Sequence[SignalSpe
     sig = last if last is not None and last.readings == len(readings) else \
         evaluate_signals(readings, signals, view.peer_class)
     transport = judge_transport(history.observations)
-    inf = infer(explained_out(history.observations, transport), view)
+    inf = infer(explained_out(history.observations, transport), view,
+                screen_links=screen_links)
     return merge_transport_verdicts(merge_signal_verdicts(inf, sig), transport), sig
 
 

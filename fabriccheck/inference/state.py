@@ -25,6 +25,13 @@ class Inference:
     node_suspects: dict[str, Verdict] = field(default_factory=dict)
     #: nodes whose 1x test failed, awaiting a 1x retest (:mod:`fabriccheck.inference.intra`)
     intra_suspects: dict[str, Verdict] = field(default_factory=dict)
+    #: failing 1x tests that convict in this run (:func:`fabriccheck.inference.intra.fails_needed`)
+    intra_needed: int = 3
+
+    def solo_retests(self) -> int:
+        """1x retests a suspect gets: enough to reach :attr:`intra_needed` failures (two at
+        least; none past what could convict)."""
+        return max(2, min(self.intra_needed, 6) - 1)
     nic_suspects: dict[str, Verdict] = field(default_factory=dict)
     hang_suspects: dict[str, Verdict] = field(default_factory=dict)
     links: list[LinkGroup] = field(default_factory=list)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from fabriccheck.inference.cables import cables
 from fabriccheck.inference.link_cover import ladder_tests_links, untested_links
+from fabriccheck.inference.link_screen import noise_warning
 from fabriccheck.inference.localize import LinkGroup
 from fabriccheck.inference.state import Inference
 from fabriccheck.inference.wording import link_name
@@ -82,7 +83,8 @@ def build_result(
         hung=sorted(inf.hung),
         suspects=b.suspects,
         drain=sorted(b.drain),
-        fabric_warnings=list(dict.fromkeys(history.warnings)),
+        fabric_warnings=list(dict.fromkeys([*history.warnings, *noise_warning(
+            inf.flakiness.links, inf.flakiness.link_rate)])),
         verdicts=verdicts,
         observations=list(history.observations),
         extra=extra,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fabriccheck.inference.link_screen import screens_links
 from fabriccheck.inference.state import Inference
 from fabriccheck.planning.bisect_steps import BisectTask
 from fabriccheck.planning.build import RoundBuilder
@@ -66,6 +67,14 @@ class RunContext:
             timeout = min(timeout, left)
         return RoundBuilder(history.round_count + 1, self.view, self.spec,
                             pol.with_(timeout_s=timeout))
+
+    @property
+    def screens_links(self) -> bool:
+        """The run screens every switch link for intermittence and tops links up for it
+        (:func:`fabriccheck.inference.link_screen.screens_links`)."""
+        pol = self.policy
+        return screens_links(self.mode, self.view.fabric, len(self.view.switch_links),
+                             pol.link_topup_rounds, pol.link_screen_max_links)
 
     def active(self, inf: Inference) -> list[str]:
         """Nodes still worth testing (not bad, hung or unreachable)."""

@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 
+from fabriccheck.inference.link_screen import CAP, screenable
 from fabriccheck.inference.state import Inference
 from fabriccheck.models import FAIL, PASS, Test, nic_node
 from fabriccheck.planning.bisect_steps import plan_bisect
@@ -16,6 +17,7 @@ from fabriccheck.planning.confirm import GoodPool, plan_nic_confirm, plan_node_c
 from fabriccheck.planning.context import BisectState, RunContext
 from fabriccheck.planning.cover_links import SAMPLED, plan_link_cover
 from fabriccheck.planning.link_probes import plan_link_probes
+from fabriccheck.planning.link_topup import plan_link_topup
 from fabriccheck.planning.partnerless import plan_partnerless_nic
 from fabriccheck.planning.recheck import plan_recheck, plan_topup
 from fabriccheck.planning.roce_link_probes import (
@@ -32,13 +34,14 @@ RECHECK_ROUNDS = 2
 
 def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
                         bisect: BisectState, tries: dict[str, int],
-                        builder: RoundBuilder | None = None, confirm_only: bool = False
-                        ) -> list[Test]:
+                        builder: RoundBuilder | None = None, confirm_only: bool = False,
+                        pairs_done: bool = True) -> list[Test]:
     """Every follow-up step that finds room this round, strongest evidence first (added to
     ``builder`` when given: a ladder round whose groups take the nodes left over;
     ``confirm_only``: only 1x retests, confirmations of suspect nodes, NICs and hangs,
     InfiniBand link probes and RoCE flows aimed at small candidate sets, which take few nodes,
-    and flows over InfiniBand links left uncrossed (in a wave of their own);
+    and flows over InfiniBand links left uncrossed or open (in waves of their own; open links
+    once ``pairs_done``: the ladder's pair rounds are behind);
     RoCE sampling batches wait for the end of the ladder)."""
     b = builder or ctx.builder(history)
     pool = GoodPool(inf.known_good() - bisect.convicted - bisect.suspects, ctx.view,
@@ -57,6 +60,8 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     # ride the ladder's collective rounds too: a link verdict must not wait for its end)
     plan_link_cover(ctx, history, inf, b, tries)
     if confirm_only:
+        if pairs_done:
+            _top_up_links(ctx, inf, b, tries)
         return b.tests
     _retest_shadowed(ctx, history, inf, b, pool, tries)
     _recheck_lonely(ctx, history, inf, b, pool, tries)
@@ -65,18 +70,20 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     _bisect_steps(bisect, b, pool)
     _pair_untested(ctx, inf, b, pool, tries)
     _test_untested_nics(ctx, history, inf, b, pool, tries)
+    _top_up_links(ctx, inf, b, tries)
     return b.tests
 
 
 def _retest_solo(ctx: RunContext, inf: Inference, b: RoundBuilder,
                  tries: dict[str, int]) -> None:
-    """Nodes whose 1x test failed run it again alone (twice at most: the third failure is the
-    verdict, see :mod:`fabriccheck.inference.intra`); first in the round, beside any test of
-    their NICs."""
+    """Nodes whose 1x test failed run it again alone (:meth:`Inference.solo_retests` times at
+    most: enough for the failures that convict, see :mod:`fabriccheck.inference.intra`); first
+    in the round, beside any test of their NICs."""
     probe = solo_probe(ctx)
     for node in sorted(inf.intra_suspects):
         key = "solo:" + node
-        if probe and tries.get(key, 0) < 2 and b.add_solo(node, probe, "confirm"):
+        if probe and tries.get(key, 0) < inf.solo_retests() and b.add_solo(node, probe,
+                                                                           "confirm"):
             _count(tries, key)
 
 
@@ -185,6 +192,44 @@ def _top_up(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilde
             for x in ctx.view.rails_of[n].values()
             if x not in inf.bad_nics and x not in inf.nic_suspects]
     plan_topup(b, nics, counts, ctx.policy.screen_tests)
+
+
+def _top_up_links(ctx: RunContext, inf: Inference, b: RoundBuilder,
+                  tries: dict[str, int]) -> None:
+    """The link top-up of an InfiniBand sweep, ``policy.link_topup_rounds`` rounds at most,
+    in waves after every other wave of the round (the recheck's samples number theirs from
+    wave 1: planned after them, the top-up's flows never share a wave with them)."""
+    stage = tries.get("link-topup", 0)
+    if (ctx.screens_links and stage < ctx.policy.link_topup_rounds
+            and _plan_link_topup(ctx, inf, b, STAGE_Z[min(stage, len(STAGE_Z) - 1)])):
+        _count(tries, "link-topup")
+
+
+#: how sure each top-up round makes a healthy open link's clearing (``z`` of
+#: :meth:`~fabriccheck.inference.link_screen.LinkTally.crossings_to_clear`): the first asks
+#: for the average (half the links are left for the next, which ask for few crossings more),
+#: later ones for more, so the last rounds leave nothing open
+STAGE_Z = (0.0, 1.0, 2.0)
+
+
+def _plan_link_topup(ctx: RunContext, inf: Inference, b: RoundBuilder, z: float) -> int:
+    """Switch links the link screen left open get the crossings that clear a healthy link
+    (:meth:`~fabriccheck.inference.link_screen.LinkTally.crossings_to_clear`, :data:`CAP` at
+    most), between NICs of healthy-looking nodes
+    (:func:`fabriccheck.planning.link_topup.plan_link_topup`); none on a fabric too noisy
+    to screen. Returns the flows planned."""
+    fl = inf.flakiness
+    if not screenable(fl.link_rate):
+        return 0  # too noisy to settle links: the run's fabric warning says so
+    need = {lk: min(CAP, t.crossings_to_clear(fl.link_rate, z)) for lk, t in fl.links.items()
+            if t.state == "open" and str(lk) not in fl.flaky}
+    if not need:
+        return 0
+    blamed = inf.blamed_nodes
+    nics = [x for n in ctx.active(inf) if n not in blamed and n in inf.completed
+            for x in ctx.view.rails_of[n].values()
+            if x in inf.good_nics and x not in fl.recheck_nics and x not in fl.flaky]
+    return plan_link_topup(b, nics, need, seed=ctx.policy.seed)
 
 
 def shadowed_nics(observations: Iterable, inf: Inference) -> list[str]:

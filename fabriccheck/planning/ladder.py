@@ -310,9 +310,11 @@ def _add_ecmp_groups(b: RoundBuilder, groups: list[tuple[str, ...]], ctx: RunCon
 
 def _retest_solo(b: RoundBuilder, inf: Inference, probe: str | None,
                  tries: dict[str, int]) -> None:
-    """Nodes whose 1x failed run it again alone (twice at most, counted in ``tries``)."""
+    """Nodes whose 1x failed run it again alone (:meth:`Inference.solo_retests` times at
+    most, counted in ``tries``)."""
     for node in sorted(inf.intra_suspects):
-        if probe and tries.get("solo:" + node, 0) < 2 and b.add_solo(node, probe, "confirm"):
+        if (probe and tries.get("solo:" + node, 0) < inf.solo_retests()
+                and b.add_solo(node, probe, "confirm")):
             tries["solo:" + node] = tries.get("solo:" + node, 0) + 1
 
 

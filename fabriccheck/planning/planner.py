@@ -186,10 +186,16 @@ class Planner:
     def _follow_up_into(self, history: RunHistory, inf: Inference):
         """Follow-up steps planned into a ladder round's builder (once suspects exist)."""
         def plan(b) -> None:
-            if history.anything_failed():
+            if history.anything_failed() or self._pairs_done():
                 plan_followup_round(self.ctx, history, inf, self.bisect, self.tries, builder=b,
-                                    confirm_only=True)
+                                    confirm_only=True, pairs_done=self._pairs_done())
         return plan
+
+    def _pairs_done(self) -> bool:
+        """While a ladder round is planned: the ladder's pair rounds are behind, this one
+        included (the pair tests the link screen counts are in:
+        :mod:`fabriccheck.planning.link_topup` may start)."""
+        return not any(s.pairs for s in self.ladder.steps[max(0, self.steps_done - 1):])
 
     @property
     def round_limit(self) -> int:

@@ -82,7 +82,8 @@ def test_links_out_of_reach_of_the_scope_are_not_untested():
 
 def _sweep(monkeypatch, *, cover_on: bool, seed: int = 1):
     """A levels-1,2 sweep whose carvings pair no node across leaves by destination (the
-    planner's search is switched off), so only the leftover cross pairs cross links."""
+    planner's search is switched off), so only the leftover cross pairs cross links (the link
+    top-up, which would cross them too, is off: this is the cover's own work)."""
     monkeypatch.setattr(cover, "_best_sender", lambda *a, **k: None)
     if not cover_on:
         monkeypatch.setattr(followup_round, "plan_link_cover", lambda *a, **k: 0)
@@ -90,7 +91,7 @@ def _sweep(monkeypatch, *, cover_on: bool, seed: int = 1):
     spec = resolve_spec(None, topo)
     return run("sweep", sorted(topo.nodes), topo, spec,
                SimExecutor(topo, spec, FaultSet.from_dict({"faults": []}), seed),
-               SweepPolicy(mode="sweep", seed=seed, levels=(1, 2)))
+               SweepPolicy(mode="sweep", seed=seed, levels=(1, 2), link_topup_rounds=0))
 
 
 def test_follow_up_flows_cross_every_link_the_carvings_left(monkeypatch):
