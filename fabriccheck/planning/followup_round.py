@@ -229,7 +229,9 @@ def _plan_link_topup(ctx: RunContext, inf: Inference, b: RoundBuilder, z: float)
     nics = [x for n in ctx.active(inf) if n not in blamed and n in inf.completed
             for x in ctx.view.rails_of[n].values()
             if x in inf.good_nics and x not in fl.recheck_nics and x not in fl.flaky]
-    return plan_link_topup(b, nics, need, seed=ctx.policy.seed)
+    # links found bad or under localization are the localizer's: flows across them only fail
+    avoid = {lk for g in inf.links for lk in g.candidates}
+    return plan_link_topup(b, nics, need, seed=ctx.policy.seed, avoid=avoid)
 
 
 def shadowed_nics(observations: Iterable, inf: Inference) -> list[str]:

@@ -17,7 +17,7 @@ are ordinary tests (no ``recheck_of``): every screen counts them like the sweep'
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from fabriccheck.models import LinkKey, nic_node
 from fabriccheck.planning.build import RoundBuilder
@@ -38,12 +38,16 @@ SAMPLE = 8
 
 
 def plan_link_topup(b: RoundBuilder, nics: Sequence[str], need: Mapping[LinkKey, int], *,
-                    seed: int = 0, waves: int = TOPUP_WAVES) -> int:
+                    seed: int = 0, waves: int = TOPUP_WAVES,
+                    avoid: Collection[LinkKey] = ()) -> int:
     """Flows in waves after ``b``'s own until each link of ``need`` has had that many more
     crossings between ``nics`` (``waves`` at most; a link no pair of ``nics`` routes over is
-    left). Returns the flows planned."""
+    left), none crossing a link of ``avoid`` (found bad or under localization: its failures
+    would only add noise). Returns the flows planned."""
     view = b.view
-    left = {lk: k for lk, k in need.items() if k > 0 and lk in view.switch_links}
+    shun = frozenset(avoid)
+    left = {lk: k for lk, k in need.items()
+            if k > 0 and lk in view.switch_links and lk not in shun}
     if not left or not nics:
         return 0
     reach = LinkReach(view, nics, seed=seed + b.round_no)
@@ -55,8 +59,8 @@ def plan_link_topup(b: RoundBuilder, nics: Sequence[str], need: Mapping[LinkKey,
     for wave in range(first, first + waves):
         sub = RoundBuilder(b.round_no, view, b.spec, b.policy)
         if len(left) > BROAD * len(view.switch_links):
-            _broad(sub, by_rail, left, rng)
-        _aimed(sub, reach, left)
+            _broad(sub, by_rail, left, rng, shun)
+        _aimed(sub, reach, left, shun)
         for t in sub.tests:
             b.add_in_wave(t, wave, duration_s=b.policy.recheck_duration_s)
         made += len(sub.tests)
@@ -67,9 +71,13 @@ def plan_link_topup(b: RoundBuilder, nics: Sequence[str], need: Mapping[LinkKey,
     return made
 
 
-def _take(sub: RoundBuilder, src: str, dst: str, left: dict[LinkKey, int]) -> bool:
-    """Plan ``src -> dst`` on ``sub`` when its links are free; count its crossings down."""
+def _take(sub: RoundBuilder, src: str, dst: str, left: dict[LinkKey, int],
+          shun: frozenset[LinkKey]) -> bool:
+    """Plan ``src -> dst`` on ``sub`` when its links are free and none is shunned; count its
+    crossings down."""
     view = sub.view
+    if shun and view.route_links(src, dst) & shun:
+        return False
     t = sub.add_flow(nic_node(src), nic_node(dst), view.topology.nics[src].rail, "sweep")
     if t is None:
         return False
@@ -80,7 +88,7 @@ def _take(sub: RoundBuilder, src: str, dst: str, left: dict[LinkKey, int]) -> bo
 
 
 def _broad(sub: RoundBuilder, by_rail: Mapping[int, Sequence[str]], left: dict[LinkKey, int],
-           rng: random.Random, tries: int = SAMPLE) -> None:
+           rng: random.Random, shun: frozenset[LinkKey], tries: int = SAMPLE) -> None:
     """While most links want crossings: every NIC sends to the one of ``tries`` random
     same-rail NICs whose route crosses the most links still wanting them (a NIC sends one
     flow and receives one a wave: links are full duplex)."""
@@ -99,10 +107,11 @@ def _broad(sub: RoundBuilder, by_rail: Mapping[int, Sequence[str]], left: dict[L
                 if k > score:
                     best, score = dst, k
             if best is not None:
-                _take(sub, src, best, left)
+                _take(sub, src, best, left, shun)
 
 
-def _aimed(sub: RoundBuilder, reach: LinkReach, left: dict[LinkKey, int]) -> None:
+def _aimed(sub: RoundBuilder, reach: LinkReach, left: dict[LinkKey, int],
+           shun: frozenset[LinkKey]) -> None:
     """Links still wanting crossings, the :data:`AIMED` neediest: a pair whose route takes the
     link (:meth:`LinkReach.find`), up to :data:`PER_WAVE` a wave; a link no pair reaches is
     dropped from ``left``."""
@@ -118,4 +127,4 @@ def _aimed(sub: RoundBuilder, reach: LinkReach, left: dict[LinkKey, int]) -> Non
                     left.pop(lk)  # no pair in scope routes over it
                 break
             skip = skip | set(got)
-            _take(sub, got[0], got[1], left)
+            _take(sub, got[0], got[1], left, shun)
