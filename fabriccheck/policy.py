@@ -74,8 +74,9 @@ class SweepPolicy:
     #: screen left open (neither cleared of failing one test in five nor beyond noise) short
     #: flows aimed at them (:mod:`fabriccheck.planning.link_topup`); 0: off
     link_topup_rounds: int = 6
-    #: ... on fabrics of at most this many switch links (the top-up costs about 15 short
-    #: flows a link: +60 % tests on a 128-node fat-tree; docs/sweep.md "What the top-up costs")
+    #: ... on fabrics of at most this many switch links (the top-up costs about 25 short
+    #: flows a link: 2.5x the tests and 1.7x the test time of a 128-node fat-tree sweep;
+    #: docs/sweep.md "What the top-up costs")
     link_screen_max_links: int = 4096
     seed: int = 0
     levels: tuple[int, ...] | None = None

@@ -1,6 +1,6 @@
 """A node judged on the tests it ran alone: HCA loopback, or one of its NICs to another.
 
-A node convicts on failures with two partners at least (``attribute._judge_node``). A job of
+A node convicts on failures with two partners at least (``device_judges.judge_node``). A job of
 two or three nodes may not have them: every pair test of a slow node fails against its one
 healthy partner, and from the pair tests alone either could be the slow one. The tests a node
 runs with no other node on the path (``ib_write_bw`` from a NIC to its own address, or to a

@@ -91,7 +91,7 @@ class LinkTally:
         if gap <= 0:
             return 0
         if drift <= 0:
-            return 0  # noise this high never clears a link: the run says so (suspects)
+            return 0  # noise this high never clears a link: not screenable, a fabric warning
         root = (spread + math.sqrt(spread ** 2 + 4 * drift * gap)) / (2 * drift)
         return math.ceil(root ** 2)
 
@@ -107,7 +107,7 @@ def screens_links(mode: str, fabric: str, links: int, rounds: int, max_links: in
     """A run whose links are screened: an InfiniBand sweep (routes say which links a test
     surely crossed) with link top-up rounds (``policy.link_topup_rounds``) on a fabric of at
     most ``max_links`` switch links (``policy.link_screen_max_links``: the top-up costs about
-    15 short flows a link).
+    25 short flows a link).
 
     >>> screens_links("sweep", "infiniband", 1024, 6, 4096)
     True
@@ -181,7 +181,7 @@ def screen_links(tests: Sequence[Observation], lonely: set[str], view: FabricVie
             tallies[lk] = _with_state(t, "flaky")
             flaky.add(lk)
         else:
-            tallies[lk] = _with_state(t, "open" if t.llr > math.log(BETA) else "cleared")
+            tallies[lk] = _with_state(t, "open")
     return tallies, g
 
 

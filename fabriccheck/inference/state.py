@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fabriccheck.inference.flaky import Flakiness
+from fabriccheck.inference.intra import MAX_FAILS, MIN_FAILS
 from fabriccheck.inference.localize import LinkGroup
 from fabriccheck.models import LinkKey, Verdict, nic_node
 
@@ -26,12 +27,7 @@ class Inference:
     #: nodes whose 1x test failed, awaiting a 1x retest (:mod:`fabriccheck.inference.intra`)
     intra_suspects: dict[str, Verdict] = field(default_factory=dict)
     #: failing 1x tests that convict in this run (:func:`fabriccheck.inference.intra.fails_needed`)
-    intra_needed: int = 3
-
-    def solo_retests(self) -> int:
-        """1x retests a suspect gets: enough to reach :attr:`intra_needed` failures (two at
-        least; none past what could convict)."""
-        return max(2, min(self.intra_needed, 6) - 1)
+    intra_needed: int = MIN_FAILS
     nic_suspects: dict[str, Verdict] = field(default_factory=dict)
     hang_suspects: dict[str, Verdict] = field(default_factory=dict)
     links: list[LinkGroup] = field(default_factory=list)
@@ -63,3 +59,8 @@ class Inference:
 
     def known_good(self) -> set[str]:
         return self.good_nodes - self.blamed_nodes
+
+    def solo_retests(self) -> int:
+        """1x retests a suspect gets: enough to reach :attr:`intra_needed` failures (two at
+        least; none past what could convict)."""
+        return max(2, min(self.intra_needed, MAX_FAILS) - 1)

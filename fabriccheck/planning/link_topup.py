@@ -3,15 +3,16 @@
 A default sweep crosses most switch links a handful of times (a 128-node fat-tree: median 10
 of its 1,024 leaf uplinks), too few for the sequential link screen
 (:mod:`fabriccheck.inference.link_screen`) to clear a link of failing one test in five, or to
-see one that does. Each open link gets the crossings that would clear it if they all pass
-(a link with no failure after 10 crossings: 13 more; each lonely failure costs 11), in a
-follow-up round's waves after its other tests (``policy.link_topup_rounds`` rounds at most:
-a failure among them asks for more in the next). The flows are ``ib_write_bw`` between NICs
-of healthy-looking nodes whose route takes the link
-(:class:`~fabriccheck.topology.link_reach.LinkReach`), ``policy.recheck_duration_s`` long;
-each wave gives a NIC one flow and a link direction one (two flows on one link would share
-it and fail for that alone), and a flow counts for every open link its route crosses. They
-are ordinary tests (no ``recheck_of``): every screen counts them like the sweep's own.
+see one that does. Each open link gets the crossings that clear a healthy link
+(:meth:`~fabriccheck.inference.link_screen.LinkTally.crossings_to_clear`: the average in the
+first round, more in later ones), in a round's waves after its other tests
+(``policy.link_topup_rounds`` rounds at most: a link still open asks again in the next).
+The flows are ``ib_write_bw`` between NICs of healthy-looking nodes whose route takes the
+link (:class:`~fabriccheck.topology.link_reach.LinkReach`), ``policy.recheck_duration_s``
+long; each wave lets a NIC send one flow and receive one (links are full duplex) and gives a
+link direction one flow (two flows on one link would share it and fail for that alone), and
+a flow counts for every open link its route crosses. They are ordinary tests (no
+``recheck_of``): every screen counts them like the sweep's own.
 """
 
 from __future__ import annotations
