@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Iterable, Sequence
 
+from fabriccheck.inference.state import Inference
 from fabriccheck.models import LinkKey, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.topology.view import FabricView
@@ -274,3 +275,15 @@ def plan_node_confirm(node: str, b: RoundBuilder, pool: GoodPool, good_nics: set
             made += _confirm_against_one(b.view.rails_of[node][r], r, direction, b, pool,
                                          good_nics, taken, local, met)
     return made
+
+
+def retest_solo(b: RoundBuilder, inf: Inference, probe: str | None,
+                tries: dict[str, int]) -> None:
+    """Nodes whose 1x test failed run it again alone (:meth:`Inference.solo_retests` times at
+    most, counted in ``tries`` as ``solo:<node>``: enough for the failures that convict, see
+    :mod:`fabriccheck.inference.intra`)."""
+    for node in sorted(inf.intra_suspects):
+        key = "solo:" + node
+        if probe and tries.get(key, 0) < inf.solo_retests() and b.add_solo(node, probe,
+                                                                           "confirm"):
+            tries[key] = tries.get(key, 0) + 1

@@ -13,7 +13,12 @@ from fabriccheck.inference.state import Inference
 from fabriccheck.models import FAIL, PASS, Test, nic_node
 from fabriccheck.planning.bisect_steps import plan_bisect
 from fabriccheck.planning.build import RoundBuilder
-from fabriccheck.planning.confirm import GoodPool, plan_nic_confirm, plan_node_confirm
+from fabriccheck.planning.confirm import (
+    GoodPool,
+    plan_nic_confirm,
+    plan_node_confirm,
+    retest_solo,
+)
 from fabriccheck.planning.context import BisectState, RunContext
 from fabriccheck.planning.cover_links import SAMPLED, plan_link_cover
 from fabriccheck.planning.link_probes import plan_link_probes
@@ -46,7 +51,7 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     b = builder or ctx.builder(history)
     pool = GoodPool(inf.known_good() - bisect.convicted - bisect.suspects, ctx.view,
                     ctx.policy.seed, b.round_no)
-    _retest_solo(ctx, inf, b, tries)
+    retest_solo(b, inf, solo_probe(ctx), tries)  # first in the round, beside NIC tests
     _confirm_suspects(ctx, history, inf, b, pool, tries)
     for node in sorted(inf.hang_suspects):
         if tries.get(node, 0) < 2 and (plan_node_confirm(node, b, pool, inf.good_nics, hang=True)
@@ -72,19 +77,6 @@ def plan_followup_round(ctx: RunContext, history: RunHistory, inf: Inference,
     _test_untested_nics(ctx, history, inf, b, pool, tries)
     _top_up_links(ctx, inf, b, tries)
     return b.tests
-
-
-def _retest_solo(ctx: RunContext, inf: Inference, b: RoundBuilder,
-                 tries: dict[str, int]) -> None:
-    """Nodes whose 1x test failed run it again alone (:meth:`Inference.solo_retests` times at
-    most: enough for the failures that convict, see :mod:`fabriccheck.inference.intra`); first
-    in the round, beside any test of their NICs."""
-    probe = solo_probe(ctx)
-    for node in sorted(inf.intra_suspects):
-        key = "solo:" + node
-        if probe and tries.get(key, 0) < inf.solo_retests() and b.add_solo(node, probe,
-                                                                           "confirm"):
-            _count(tries, key)
 
 
 def _hang_alone(node: str, b: RoundBuilder, nics: int = 2) -> int:

@@ -38,6 +38,7 @@ from fabriccheck.errors import ConfigError
 from fabriccheck.inference.state import Inference
 from fabriccheck.models import RoundKind, Test
 from fabriccheck.planning.build import RoundBuilder
+from fabriccheck.planning.confirm import retest_solo
 from fabriccheck.planning.context import RunContext
 from fabriccheck.planning.domain_level import DOMAIN_STEPS
 from fabriccheck.planning.ecmp_groups import carve_ecmp_groups, is_ecmp
@@ -246,7 +247,7 @@ def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
             for n in ctx.active(inf):
                 b.add_solo(n, probe)  # type: ignore[arg-type]
         else:  # 1x retests beside the rail pairs too: a node-internal verdict by round 3
-            _retest_solo(b, inf, probe, tries)
+            retest_solo(b, inf, probe, tries)
         return plan_sweep_round(ctx, step.carving, inf, history, memory.rails, builder=b)
     if step.level == 1:
         b = ctx.builder(history)
@@ -261,7 +262,7 @@ def plan_step(step: Step, ctx: RunContext, history: RunHistory, inf: Inference,
         pctx = replace(ctx, policy=ctx.policy.with_(pair_probe=probe))
         return plan_sweep_round(pctx, step.carving, inf, history, memory.pairs, builder=b)
     if step.level > 2:
-        _retest_solo(b, inf, probe, tries)
+        retest_solo(b, inf, probe, tries)
     active = [n for n in ctx.active(inf) if n not in inf.blamed_nodes
               and b.node_free(n) and n not in b.busy_gpus]
     if step.level == JOB:
@@ -306,16 +307,6 @@ def _add_ecmp_groups(b: RoundBuilder, groups: list[tuple[str, ...]], ctx: RunCon
         for i in range(0, len(members), k):
             if len(members[i:i + k]) >= 2:
                 b.add_group(tuple(members[i:i + k]), purpose, probe=probe)
-
-
-def _retest_solo(b: RoundBuilder, inf: Inference, probe: str | None,
-                 tries: dict[str, int]) -> None:
-    """Nodes whose 1x failed run it again alone (:meth:`Inference.solo_retests` times at
-    most, counted in ``tries``)."""
-    for node in sorted(inf.intra_suspects):
-        if (probe and tries.get("solo:" + node, 0) < inf.solo_retests()
-                and b.add_solo(node, probe, "confirm")):
-            tries["solo:" + node] = tries.get("solo:" + node, 0) + 1
 
 
 def carve_groups(nodes: Sequence[str], k: int, ctx: RunContext, carving: int,
