@@ -100,6 +100,13 @@ def _print_gaps(result: RunResult, console: Console) -> None:
         console.print(f"[dim]{len(glitches)} single low test(s) not reproduced: treated as "
                       f"noise, nobody blamed ({', '.join(glitches[:5])}"
                       f"{' …' if len(glitches) > 5 else ''})[/]", highlight=False)
+    thin = (result.extra.get("link_screen") or {}).get("thin") or []
+    if thin:
+        counts = sorted(x[2] for x in thin)
+        console.print(f"[dim]link screen: {len(thin)} switch link(s) passed every test that "
+                      f"crossed them, but {counts[0]}-{counts[-1]} crossings are too few to rule "
+                      "out failing one test in five (the top-up's rounds ran out; --json "
+                      "link_screen.thin)[/]", highlight=False)
     untested = result.extra.get("untested") or []
     parts = [u for u in untested if not u.startswith("signal ")]
     readings = [u.removeprefix("signal ") for u in untested if u.startswith("signal ")]

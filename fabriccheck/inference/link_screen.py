@@ -24,9 +24,12 @@ short tests are noisier than the sweep's). A link is
   before it (a test across a healthy link and the flapping one fails as often);
 - **open** otherwise: :mod:`fabriccheck.planning.link_topup` gives it the crossings that
   clear a healthy link (84 % of the time, :meth:`LinkTally.crossings_to_clear`; a link still
-  open asks again in the next top-up round). A link still open when the run ends is a
-  suspect (exit 1), never a silent pass, unless its evidence favours noise 10:1
-  (:data:`END_BETA`; a link failing one test in five ends there well under 1 % of the time).
+  open asks again in the next top-up round). A link still open when the run ends with a
+  lonely failure is a suspect (exit 1), never a silent pass, unless its evidence favours noise
+  10:1 (:data:`END_BETA`; a link failing one test in five ends there well under 1 % of the
+  time). One that passed every crossing is listed as thinly screened
+  (:func:`screen_summary`): a fabric whose top-up cannot reach every link in its rounds (a
+  629-node 3-tier fabric with 2,039 links) is not a fabric of suspects.
 
 A fabric whose noise is too high to clear a link within :data:`CAP` crossings (about 4 % of
 pair tests failing with nothing to blame: 8 % jitter and 3 % glitches make 6-7 %) is not
@@ -221,9 +224,11 @@ def flaky_verdicts(tallies: Mapping[LinkKey, LinkTally], g: float
 
 def open_suspects(tallies: Mapping[LinkKey, LinkTally], g: float,
                   skip: Iterable[str] = ()) -> dict[str, Verdict]:
-    """Links still open when the run ends, the evidence not favouring noise 10:1
-    (:data:`END_BETA`): suspects (``skip``: names another verdict already covers); none when
-    the noise is too high to screen (:func:`noise_warning` says so)."""
+    """Links still open when the run ends with a lonely failure among their crossings, the
+    evidence not favouring noise 10:1 (:data:`END_BETA`): suspects (``skip``: names another
+    verdict already covers); none when the noise is too high to screen (:func:`noise_warning`
+    says so). A link that passed every crossing is no suspect, whatever their number: nothing
+    points at it, and the result lists it as thinly screened (:func:`screen_summary`)."""
     if not tallies or not screenable(g):
         return {}  # not screened, or the fabric warning says it (noise_warning)
     m, skipped = max(1, len(tallies)), set(skip)
@@ -231,8 +236,31 @@ def open_suspects(tallies: Mapping[LinkKey, LinkTally], g: float,
         "link", _name(t.link), State.SUSPECT,
         t.why(g, m) + ": neither cleared nor beyond noise when the run ended", t.ids,
         link=link_key(*t.link))
-        for t in tallies.values() if t.state == "open" and t.llr > math.log(END_BETA)
-        and _name(t.link) not in skipped}
+        for t in tallies.values() if _unsettled(t) and t.k > 0 and _name(t.link) not in skipped}
+
+
+def _unsettled(t: LinkTally) -> bool:
+    """Open at the end, the evidence not favouring noise 10:1 (:data:`END_BETA`)."""
+    return t.state == "open" and t.llr > math.log(END_BETA)
+
+
+def screen_summary(tallies: Mapping[LinkKey, LinkTally], g: float) -> dict | None:
+    """The run result's ``link_screen`` (None when no link was screened): links screened,
+    cleared, flaky and open, the glitch rate they were weighed against, and ``thin``: the links
+    that passed every crossing but too few of them to rule out failing one test in five (a
+    fabric whose top-up could not reach every link within its rounds; not suspects, listed).
+
+    >>> t = {("a", "b"): LinkTally(("a", "b"), 9, 0, llr(0, 9, 0.02), "open")}
+    >>> screen_summary(t, 0.02)["thin"]
+    [['a', 'b', 9]]
+    """
+    if not tallies:
+        return None
+    states = Counter(t.state for t in tallies.values())
+    thin = sorted([*t.link, t.n] for t in tallies.values() if _unsettled(t) and t.k == 0)
+    return {"links": len(tallies), "cleared": states["cleared"], "flaky": states["flaky"],
+            "open": states["open"], "noise_rate": round(max(g, NOISE_FLOOR), 4),
+            "thin": thin if screenable(g) else []}
 
 
 def _name(lk: LinkKey) -> str:

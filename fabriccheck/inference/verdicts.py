@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from fabriccheck.inference.cables import cables
 from fabriccheck.inference.link_cover import ladder_tests_links, untested_links
-from fabriccheck.inference.link_screen import noise_warning
+from fabriccheck.inference.link_screen import noise_warning, screen_summary
 from fabriccheck.inference.localize import LinkGroup
 from fabriccheck.inference.state import Inference
 from fabriccheck.inference.wording import link_name
@@ -385,4 +385,6 @@ def _extra(history: RunHistory, inf: Inference, view: FabricView, policy: SweepP
         "topology": view.topology.name,
         "seed": policy.seed,
         "pair_probe": policy.pair_probe,
+        # the link screen (screened sweeps): counts, and links passed too few times to clear
+        "link_screen": screen_summary(inf.flakiness.links, inf.flakiness.link_rate),
     }

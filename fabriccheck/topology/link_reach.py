@@ -5,19 +5,22 @@ Routes are destination-based: a switch ``u`` sends destination ``d`` down the li
 exactly when ``v`` is the next hop of ``u``'s walk to ``d``. The search tries both directions
 of the link: *down* (``d`` among the NICs beyond ``v``; a source whose walk to ``d`` reaches
 ``u``) and *up* (sources at or below the lower end; any destination whose walk from there
-takes the link). Every destination of the candidates is tried for the link's own hop (cheap:
-one walk from the link's end), sources up to ``limit`` per destination.
+takes the link). Every destination of the candidates is tried, each against the switches whose
+walk to it takes the link's hop.
 """
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 from fabriccheck.models import LinkKey
 from fabriccheck.topology.view import FabricView
 
 _ORDER = {"leaf": 0, "spine": 1, "core": 2}
+T = TypeVar("T")
 
 
 def leaves_below(view: FabricView, switch: str) -> list[str]:
@@ -46,61 +49,100 @@ def leaves_below(view: FabricView, switch: str) -> list[str]:
 
 class LinkReach:
     """The NICs ``nics`` indexed by leaf and rail once, to search many links
-    (:meth:`find`); see :func:`find_link_flow`."""
+    (:meth:`find`); see :func:`find_link_flow`.
 
-    def __init__(self, view: FabricView, nics: Iterable[str], *, seed: int = 0,
-                 limit: int = 64) -> None:
-        self.view, self.seed, self.limit = view, seed, limit
-        att = view.topology.attachment
+    Routes are destination-based, so whether a NIC's flow to ``d`` takes a hop depends only on
+    the switch it hangs off (:meth:`FabricView.hop_users`: the walks to ``d`` from every
+    switch, asked once a run). The search is exact (a pair is found whenever one of ``nics``
+    exists) and its order random but seeded (``seed`` and the searches made before it), so a
+    link searched again (the next wave) is usually given another pair.
+    """
+
+    def __init__(self, view: FabricView, nics: Iterable[str], *, seed: int = 0) -> None:
+        self.view, self.seed = view, seed
+        topo = view.topology
+        att = topo.attachment
         self.by_leaf: dict[str, list[str]] = {}
         for n in sorted(set(nics)):
             if n in att:
                 self.by_leaf.setdefault(att[n], []).append(n)
-        self.rail_of = {n: view.topology.nics[n].rail for ns in self.by_leaf.values()
-                        for n in ns}
+        self.rail_of = {n: topo.nics[n].rail for ns in self.by_leaf.values() for n in ns}
+        self.by_leaf_rail: dict[tuple[str, int], list[str]] = {}
+        for leaf, ns in self.by_leaf.items():
+            for n in ns:
+                self.by_leaf_rail.setdefault((leaf, self.rail_of[n]), []).append(n)
+        self.leaves = sorted(self.by_leaf)
+        self._below: dict[str, frozenset[str]] = {}
+        self._rng = random.Random(f"link-reach:{seed}")
 
     def find(self, link: LinkKey, skip: Iterable[str] = ()) -> tuple[str, str] | None:
         """A NIC pair ``(src, dst)`` (same rail, none in ``skip``) whose route crosses
         ``link``, or None when none is found (quickly when no NIC is below the link)."""
-        view, topo = self.view, self.view.topology
-        sw = topo.switches
-        skipped = set(skip)
+        sw = self.view.topology.switches
+        skipped = skip if isinstance(skip, (set, frozenset)) else set(skip)
         a, b = link
         lo, hi = (a, b) if _ORDER.get(sw[a].tier, 3) <= _ORDER.get(sw[b].tier, 3) else (b, a)
-        below = set(leaves_below(view, lo))
-        by_leaf = {leaf: [n for n in ns if n not in skipped] if skipped else ns
-                   for leaf, ns in self.by_leaf.items()}
-        inside = [d for leaf in sorted(below) for d in by_leaf.get(leaf, [])]
+        below = self._below_of(lo)
+        inside = [d for leaf in sorted(below) for d in self.by_leaf.get(leaf, ())
+                  if d not in skipped]
         if not inside:  # no NIC below the link: nothing in scope crosses it
             return None
-        rng = random.Random(f"link-reach:{self.seed}:{lo}:{hi}")
-        outside_leaves = [x for x in sorted(by_leaf) if x not in below and by_leaf[x]]
-        rng.shuffle(inside)
-        for d in inside:  # down: destinations below, sent down the link by its upper end
-            walk = topo.switch_walk(hi, d)
-            if walk is None or len(walk) < 2 or walk[1] != lo:
-                continue
-            got = _source(view, (hi, lo), d, outside_leaves, by_leaf, self.rail_of, rng,
-                          self.limit)
+        rng = self._rng
+        outside = [x for x in self.leaves if x not in below]
+        for d in _spread(inside, rng):  # down: destinations below, sent down by the upper end
+            got = self._source((hi, lo), d, rng, skipped)
             if got is not None:
                 return got, d
         rails_below = {self.rail_of[n] for n in inside}
-        targets = [d for x in outside_leaves for d in by_leaf[x]
-                   if self.rail_of[d] in rails_below]
-        rng.shuffle(targets)
-        for d in targets:  # up: sources below, sending up the link
-            walk = topo.switch_walk(lo, d)
-            if walk is None or len(walk) < 2 or walk[1] != hi:
-                continue
-            got = _source(view, (lo, hi), d, sorted(below), by_leaf, self.rail_of, rng,
-                          self.limit)
+        targets = [d for x in self.leaves if x not in below for d in self.by_leaf[x]
+                   if self.rail_of[d] in rails_below and d not in skipped]
+        for d in _spread(targets, rng):  # up: sources below, sending up the link
+            got = self._source((lo, hi), d, rng, skipped)
             if got is not None:
                 return got, d
         return None
 
+    def _below_of(self, switch: str) -> frozenset[str]:
+        got = self._below.get(switch)
+        if got is None:
+            got = self._below[switch] = frozenset(leaves_below(self.view, switch))
+        return got
+
+    def _source(self, hop: tuple[str, str], d: str, rng: random.Random,
+                skipped: Collection[str]) -> str | None:
+        """A NIC on ``d``'s rail, none of ``skipped``, on a switch whose route to ``d`` takes
+        the directed ``hop`` (:meth:`FabricView.hop_users`), the switch picked at random."""
+        users = self.view.hop_users(d).get(hop)
+        if not users:
+            return None
+        rail = self.rail_of[d]
+        for leaf in _spread(users, rng):
+            src = next((n for n in self.by_leaf_rail.get((leaf, rail), ())
+                        if n != d and n not in skipped), None)
+            if src is not None:
+                return src
+        return None
+
+
+def _spread(items: Sequence[T], rng: random.Random) -> Iterator[T]:
+    """``items`` in a seeded scattered order without shuffling them (a search usually stops
+    after a few): a random start and a random stride prime to the length, so each comes once.
+
+    >>> sorted(_spread(list("abcdef"), random.Random(1)))
+    ['a', 'b', 'c', 'd', 'e', 'f']
+    """
+    n = len(items)
+    if not n:
+        return
+    start, step = rng.randrange(n), rng.randrange(1, n + 1)
+    while math.gcd(step, n) != 1:
+        step -= 1
+    for i in range(n):
+        yield items[(start + i * step) % n]
+
 
 def find_link_flow(view: FabricView, link: LinkKey, nics: Iterable[str], *, seed: int = 0,
-                   limit: int = 64, skip: Iterable[str] = ()) -> tuple[str, str] | None:
+                   skip: Iterable[str] = ()) -> tuple[str, str] | None:
     """A NIC pair ``(src, dst)`` among ``nics`` (same rail) whose route crosses ``link``, or
     None when none is found. ``skip``: NICs not to use (busy this round). Searching many
     links: build one :class:`LinkReach`.
@@ -113,25 +155,4 @@ def find_link_flow(view: FabricView, link: LinkKey, nics: Iterable[str], *, seed
     >>> ("spine-1", "leaf-1") in v.directed_hops(src, dst)
     True
     """
-    return LinkReach(view, nics, seed=seed, limit=limit).find(link, skip)
-
-
-def _source(view: FabricView, hop: tuple[str, str], d: str, leaves: list[str],
-            by_leaf: dict[str, list[str]], rail_of: dict[str, int], rng: random.Random,
-            limit: int) -> str | None:
-    """A NIC on ``d``'s rail, on one of ``leaves`` (up to ``limit`` tried), whose route to
-    ``d`` takes the directed ``hop``."""
-    rail = rail_of[d]
-    picks = list(leaves)
-    rng.shuffle(picks)
-    tried = 0
-    for leaf in picks:
-        src = next((n for n in by_leaf.get(leaf, ()) if rail_of[n] == rail and n != d), None)
-        if src is None:
-            continue
-        tried += 1
-        if hop in view.directed_hops(src, d):
-            return src
-        if tried >= limit:
-            break
-    return None
+    return LinkReach(view, nics, seed=seed).find(link, skip)

@@ -23,6 +23,7 @@ class FabricView:
         self.fabric = topology.fabric
         self._flow_cache: dict[tuple[str, str], tuple[frozenset[LinkKey], frozenset[LinkKey]]] = {}
         self._hop_cache: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
+        self._users_cache: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {}
 
     # ---- nodes, rails, pods ------------------------------------------------------------------
     @cached_property
@@ -146,6 +147,34 @@ class FabricView:
             if len(self._hop_cache) < 2_000_000:
                 self._hop_cache[key] = hit
         return hit
+
+    def hop_users(self, dst: str) -> dict[tuple[str, str], tuple[str, ...]]:
+        """InfiniBand: each directed switch hop toward NIC ``dst`` -> the NIC-attached switches
+        (sorted) whose route to ``dst`` takes it. Routes are destination-based, so every NIC
+        on one switch takes the same walk: one walk per switch, asked once per destination.
+
+        >>> from fabriccheck.topology import generate
+        >>> t = generate({"kind": "fat-tree", "nodes": 4, "rails": 1, "nodes_per_leaf": 2,
+        ...               "spines": 2}, name="t", fabric="infiniband")
+        >>> sorted(FabricView(t).hop_users("node-001/mlx5_0").items())
+        [(('leaf-1', 'spine-0'), ('leaf-1',)), (('spine-0', 'leaf-0'), ('leaf-1',))]
+        """
+        hit = self._users_cache.get(dst)
+        if hit is None:
+            got: dict[tuple[str, str], list[str]] = {}
+            for s_sw in self._nic_switches:
+                walk = self.topology.switch_walk(s_sw, dst) or ()
+                for hop in zip(walk, walk[1:], strict=False):
+                    got.setdefault(hop, []).append(s_sw)
+            hit = {hop: tuple(ws) for hop, ws in got.items()}
+            if len(self._users_cache) < 200_000:
+                self._users_cache[dst] = hit
+        return hit
+
+    @cached_property
+    def _nic_switches(self) -> list[str]:
+        """The switches NICs hang off, sorted."""
+        return sorted(set(self.topology.attachment.values()))
 
     @cached_property
     def hop_link(self) -> dict[tuple[str, str], LinkKey]:
