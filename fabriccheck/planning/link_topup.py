@@ -34,6 +34,9 @@ BROAD = 0.01
 #: links the aimed search looks for a pair for in one wave at most (its cost: a route search
 #: each); the neediest first, the rest in later waves
 AIMED = 256
+#: destinations an aimed search looks at once the wave has flows (its NICs get busy: a
+#: search that would fail looks at every destination below the link)
+AIM_TRIES = 32
 #: random partners a NIC weighs in the broad pass
 SAMPLE = 8
 
@@ -122,7 +125,8 @@ def _aimed(sub: RoundBuilder, reach: LinkReach, left: dict[LinkKey, int],
         for _ in range(PER_WAVE):
             if left.get(lk, 0) <= 0:
                 break
-            got = reach.find(lk, skip=skip)
+            # exact while the wave is empty (None then means no pair in scope crosses it)
+            got = reach.find(lk, skip=skip, tries=AIM_TRIES if sub.tests else None)
             if got is None:
                 if not sub.tests:
                     left.pop(lk)  # no pair in scope routes over it

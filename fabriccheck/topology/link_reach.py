@@ -75,9 +75,12 @@ class LinkReach:
         self._below: dict[str, frozenset[str]] = {}
         self._rng = random.Random(f"link-reach:{seed}")
 
-    def find(self, link: LinkKey, skip: Iterable[str] = ()) -> tuple[str, str] | None:
+    def find(self, link: LinkKey, skip: Iterable[str] = (), *,
+             tries: int | None = None) -> tuple[str, str] | None:
         """A NIC pair ``(src, dst)`` (same rail, none in ``skip``) whose route crosses
-        ``link``, or None when none is found (quickly when no NIC is below the link)."""
+        ``link``, or None when none is found (quickly when no NIC is below the link).
+        ``tries``: destinations looked at, at most (None: all, so None means no such pair;
+        a wave whose NICs are mostly busy gives up sooner)."""
         sw = self.view.topology.switches
         skipped = skip if isinstance(skip, (set, frozenset)) else set(skip)
         a, b = link
@@ -88,18 +91,24 @@ class LinkReach:
         if not inside:  # no NIC below the link: nothing in scope crosses it
             return None
         rng = self._rng
-        outside = [x for x in self.leaves if x not in below]
+        left = len(self.rail_of) if tries is None else tries
         for d in _spread(inside, rng):  # down: destinations below, sent down by the upper end
+            left -= 1
             got = self._source((hi, lo), d, rng, skipped)
             if got is not None:
                 return got, d
+            if tries is not None and left <= 0:
+                return None
         rails_below = {self.rail_of[n] for n in inside}
         targets = [d for x in self.leaves if x not in below for d in self.by_leaf[x]
                    if self.rail_of[d] in rails_below and d not in skipped]
         for d in _spread(targets, rng):  # up: sources below, sending up the link
+            left -= 1
             got = self._source((lo, hi), d, rng, skipped)
             if got is not None:
                 return got, d
+            if tries is not None and left <= 0:
+                return None
         return None
 
     def _below_of(self, switch: str) -> frozenset[str]:

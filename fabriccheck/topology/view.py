@@ -24,6 +24,7 @@ class FabricView:
         self._flow_cache: dict[tuple[str, str], tuple[frozenset[LinkKey], frozenset[LinkKey]]] = {}
         self._hop_cache: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
         self._users_cache: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {}
+        self._walk_links: dict[tuple[str, str], frozenset[LinkKey]] = {}
 
     # ---- nodes, rails, pods ------------------------------------------------------------------
     @cached_property
@@ -111,6 +112,11 @@ class FabricView:
         hit = self._flow_cache.get(key)
         if hit is not None:
             return hit
+        if self.fabric == "infiniband":  # the route's switch hops: one walk, no NIC links
+            res = self._ib_links(flow.src, flow.dst)
+            if len(self._flow_cache) < 2_000_000:
+                self._flow_cache[key] = res
+            return res
         sw = self.topology.switches
         paths = self.topology.candidate_paths(flow.src, flow.dst)
         sets = [frozenset(lk for lk in p if lk[0] in sw and lk[1] in sw) for p in paths]
@@ -121,6 +127,23 @@ class FabricView:
         if len(self._flow_cache) < 2_000_000:
             self._flow_cache[key] = res
         return res
+
+    def _ib_links(self, src: str, dst: str
+                  ) -> tuple[frozenset[LinkKey], frozenset[LinkKey]]:
+        """An InfiniBand route's switch links, from the walk of ``src``'s switch to ``dst``
+        (destination-based: every NIC on that switch shares it, so it is kept per switch)."""
+        s_sw = self.topology.attachment.get(src)
+        if s_sw is None or src == dst or dst not in self.topology.attachment:
+            return frozenset(), frozenset()
+        wkey = (s_sw, dst)
+        links = self._walk_links.get(wkey)
+        if links is None:
+            walk = self.topology.switch_walk(s_sw, dst) or ()
+            hop_link = self.hop_link
+            links = frozenset(hop_link[h] for h in zip(walk, walk[1:], strict=False))
+            if len(self._walk_links) < 2_000_000:
+                self._walk_links[wkey] = links
+        return links, links
 
     def learned_hops(self, flow: Flow) -> frozenset[tuple[str, str]] | None:
         """The directed switch hops of a flow's learned path (None: not learned)."""
@@ -189,7 +212,8 @@ class FabricView:
 
     def route_links(self, src: str, dst: str) -> frozenset[LinkKey]:
         """The switch links a flow surely or possibly uses (its ``possible`` set)."""
-        return self.flow_links(Flow(src, dst))[1]
+        hit = self._flow_cache.get((src, dst))  # planning asks millions of times: no Flow
+        return hit[1] if hit is not None else self.flow_links(Flow(src, dst))[1]
 
     @cached_property
     def switch_links(self) -> frozenset[LinkKey]:
