@@ -20,8 +20,30 @@ class GoodPool:
 
     def __init__(self, good: Iterable[str], view: FabricView, seed: int, round_no: int) -> None:
         self.view = view
-        self.free = sorted(good)
-        random.Random(f"pool:{seed}:{round_no}").shuffle(self.free)
+        free = sorted(good)
+        random.Random(f"pool:{seed}:{round_no}").shuffle(free)
+        self.free = free
+
+    @property
+    def free(self) -> list[str]:
+        """The known-good nodes not handed out, in the pool's (seeded) order."""
+        return self._free
+
+    @free.setter
+    def free(self, nodes: list[str]) -> None:
+        self._free, self._by_leaf = nodes, None
+
+    def _on_leaf(self, rail: int, leaf: str | None) -> list[str]:
+        """The free nodes whose ``rail`` NIC hangs off ``leaf``, in the pool's order (indexed
+        once per change of :attr:`free`: a confirmation asks for a partner thousands of times
+        a round)."""
+        if self._by_leaf is None:
+            att, idx = self.view.topology.attachment, {}
+            for node in self._free:
+                for r, x in self.view.rails_of[node].items():
+                    idx.setdefault((r, att.get(x)), []).append(node)
+            self._by_leaf = idx
+        return self._by_leaf.get((rail, leaf), [])
 
     def take_nic_partner(self, nic: str, rail: int, b: RoundBuilder, good_nics: set[str],
                          exclude: set[str], way: str | None = None,
@@ -49,18 +71,14 @@ class GoodPool:
             if best is None or rank < best[0]:
                 best = (rank, node)
 
-        across: list[tuple[str, str]] = []  # known-good (node, NIC) on other leaves
-        for node in self.free:
-            other = self.view.rails_of[node].get(rail)
-            if (node in exclude or other is None or other not in good_nics
-                    or not b.nic_free(other, way) or (same_leaf and att.get(other) != leaf)):
+        rails_of = self.view.rails_of
+        for node in self._on_leaf(rail, leaf):
+            other = rails_of[node][rail]
+            if node in exclude or other not in good_nics or not b.nic_free(other, way):
                 continue
-            if att.get(other) == leaf:
-                if node not in met:
-                    return node
-                offer(2, node)
-            else:
-                across.append((node, other))
+            if node not in met:
+                return node
+            offer(2, node)
         for node in sorted(local):
             other = self.view.rails_of[node].get(rail)
             if (node in exclude or other is None or not b.nic_free(other, way)
@@ -72,8 +90,12 @@ class GoodPool:
                 offer(3.6, node)  # meeting an old one again
             elif other in good_nics and not same_leaf:  # met on another rail: this NIC pair
                 offer(5.5, node)  # is new and its NIC proven good (a small job's last resort)
-        if across and (best is None or best[0] > 5):  # ranks 5 to 5.54: only they can win
-            got = self._best_across(nic, across, way, b)
+        if not same_leaf and (best is None or best[0] > 5):  # ranks 5 to 5.54 can win
+            across = [(node, other) for node in self._free  # known-good, on other leaves
+                      if (other := rails_of[node].get(rail)) is not None
+                      and node not in exclude and other in good_nics
+                      and att.get(other) != leaf and b.nic_free(other, way)]
+            got = self._best_across(nic, across, way, b) if across else None
             if got is not None:
                 offer(*got)
         return best[1] if best else None
