@@ -8,7 +8,6 @@ bytes, converted to Gb/s), latency tables, and every failure class of tool-forma
 from __future__ import annotations
 
 import functools
-
 import re
 from dataclasses import dataclass, field
 
