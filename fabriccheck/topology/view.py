@@ -24,7 +24,7 @@ class FabricView:
         self._flow_cache: dict[tuple[str, str], tuple[frozenset[LinkKey], frozenset[LinkKey]]] = {}
         self._hop_cache: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
         self._users_cache: dict[str, dict[tuple[str, str], tuple[str, ...]]] = {}
-        self._walk_links: dict[tuple[str, str], frozenset[LinkKey]] = {}
+        self._walks: dict[tuple[str, str], tuple[str, ...]] = {}
 
     # ---- nodes, rails, pods ------------------------------------------------------------------
     @cached_property
@@ -135,15 +135,21 @@ class FabricView:
         s_sw = self.topology.attachment.get(src)
         if s_sw is None or src == dst or dst not in self.topology.attachment:
             return frozenset(), frozenset()
-        wkey = (s_sw, dst)
-        links = self._walk_links.get(wkey)
-        if links is None:
-            walk = self.topology.switch_walk(s_sw, dst) or ()
-            hop_link = self.hop_link
-            links = frozenset(hop_link[h] for h in zip(walk, walk[1:], strict=False))
-            if len(self._walk_links) < 2_000_000:
-                self._walk_links[wkey] = links
+        walk = self.walk(s_sw, dst)
+        hop_link = self.hop_link
+        links = frozenset(hop_link[h] for h in zip(walk, walk[1:], strict=False))
         return links, links
+
+    def walk(self, s_sw: str, dst: str) -> tuple[str, ...]:
+        """:meth:`Topology.switch_walk` (empty without a path), kept per (switch, destination):
+        routes are destination-based, so every NIC on ``s_sw`` shares it."""
+        key = (s_sw, dst)
+        got = self._walks.get(key)
+        if got is None:
+            got = self.topology.switch_walk(s_sw, dst) or ()
+            if len(self._walks) < 2_000_000:
+                self._walks[key] = got
+        return got
 
     def learned_hops(self, flow: Flow) -> frozenset[tuple[str, str]] | None:
         """The directed switch hops of a flow's learned path (None: not learned)."""
@@ -164,8 +170,7 @@ class FabricView:
         hit = self._hop_cache.get(key)
         if hit is None:
             s_sw = self.topology.attachment.get(src)
-            walk = (None if s_sw is None or src == dst
-                    else self.topology.switch_walk(s_sw, dst)) or ()
+            walk = () if s_sw is None or src == dst else self.walk(s_sw, dst)
             hit = frozenset(zip(walk, walk[1:], strict=False))
             if len(self._hop_cache) < 2_000_000:
                 self._hop_cache[key] = hit
@@ -186,7 +191,7 @@ class FabricView:
         if hit is None:
             got: dict[tuple[str, str], list[str]] = {}
             for s_sw in self._nic_switches:
-                walk = self.topology.switch_walk(s_sw, dst) or ()
+                walk = self.walk(s_sw, dst)
                 for hop in zip(walk, walk[1:], strict=False):
                     got.setdefault(hop, []).append(s_sw)
             hit = {hop: tuple(ws) for hop, ws in got.items()}
