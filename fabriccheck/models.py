@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from typing import Any, NamedTuple
 
 
@@ -254,7 +255,7 @@ class Test:
     def group_size(self) -> int:
         return len(self.nodes)
 
-    @property
+    @cached_property  # frozen: the flows never change (judging asks a million times a sweep)
     def nics(self) -> tuple[str, ...]:
         """Every NIC endpoint the test's flows use, sorted."""
         return tuple(sorted({e for f in self.flows for e in (f.src, f.dst)}))

@@ -7,11 +7,15 @@ roce_leaf_probes`).
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from functools import lru_cache
+from itertools import islice
 
 from fabriccheck.models import LinkKey, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.roce_link_probes import nics_under, roce_leaf_probes
+from fabriccheck.topology.link_reach import Scattered
+from fabriccheck.topology.view import FabricView
 
 
 def plan_link_probes(
@@ -131,21 +135,28 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
     the routes looked at.
     """
     view = b.view
-    nics = view.topology.nics
     under = nics_under(link, view)
     near = sorted(n for n in under if n in good_nics)
     rng.shuffle(near)
-    by_rail: dict[int, list[str]] = {}
-    for n in sorted(good_nics):
-        by_rail.setdefault(nics[n].rail, []).append(n)
-    for lst in by_rail.values():
-        rng.shuffle(lst)
+    by_rail = {rail: Scattered(lst, rng)
+               for rail, lst in _rail_lists(frozenset(good_nics), view).items()}
     if cleared:
         pinning = _probe_search(link, cand, b, near, by_rail, under, seen, search_limit // 4,
                                 set(cleared) | {link})
         if pinning is not None:
             return pinning
     return _probe_search(link, cand, b, near, by_rail, under, seen, search_limit)
+
+
+@lru_cache(maxsize=8)
+def _rail_lists(nics: frozenset[str], view: FabricView) -> dict[int, tuple[str, ...]]:
+    """``nics`` by rail, each rail's sorted (built once per pool: a recheck asks it for every
+    probe, and a 1,024-node fabric has 8,192 NICs; the order of a search is a
+    :class:`~fabriccheck.topology.link_reach.Scattered` view of it, made per probe)."""
+    out: dict[int, list[str]] = {}
+    for n in sorted(nics):
+        out.setdefault(view.topology.nics[n].rail, []).append(n)
+    return {rail: tuple(lst) for rail, lst in out.items()}
 
 
 def _clear_beside(probe: Test, link: LinkKey, shunned: set[LinkKey], b: RoundBuilder,
@@ -176,16 +187,19 @@ def _clear_beside(probe: Test, link: LinkKey, shunned: set[LinkKey], b: RoundBui
 
 
 def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list[str],
-                  by_rail: dict[int, list[str]], under: set[str], seen: set[frozenset[str]],
+                  by_rail: Mapping[int, Sequence[str]], under: set[str], seen: set[frozenset[str]],
                   search_limit: int, only: set[LinkKey] | None = None) -> Test | None:
     """The search of :func:`_probe_one` (``only``: the links a route may cross)."""
     view = b.view
     nics = view.topology.nics
     budget = [search_limit]
+    att, walk, ends = view.topology.attachment, view.walk, set(link)
 
     def try_flow(s: str, d: str) -> Test | None | bool:
         """The test if ``s -> d`` fits; False when its route misses ``link`` (None: busy)."""
         budget[0] -= 1
+        if not ends.issubset(walk(att[s], d)):  # the switch walk first: no link set built
+            return False
         route = view.route_links(s, d)
         if link not in route:
             return False
@@ -199,8 +213,8 @@ def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list
         return b.add_flow(nic_node(s), nic_node(d), nics[s].rail, "localize", probe_of=tag)
 
     for d in near:  # down the link: a receiver whose route comes down it, any far sender
-        others = [o for o in by_rail.get(nics[d].rail, ()) if o not in under]
-        for i, o in enumerate(others[:16 if only is None else 32]):
+        others = (o for o in by_rail.get(nics[d].rail, ()) if o not in under)
+        for i, o in enumerate(islice(others, 16 if only is None else 32)):
             if budget[0] <= 0:
                 return None
             got = try_flow(o, d)
@@ -227,7 +241,7 @@ def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list
     for down, per_rail in ((True, 4), (False, 8)):
         for x in near[:4]:
             others = [o for r, lst in sorted(by_rail.items()) if r != nics[x].rail
-                      for o in lst[:per_rail] if o not in under]
+                      for o in islice(lst, per_rail) if o not in under]
             for o in others:
                 if budget[0] <= 0:
                     return None

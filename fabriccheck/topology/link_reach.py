@@ -140,14 +140,39 @@ def _spread(items: Sequence[T], rng: random.Random) -> Iterator[T]:
     >>> sorted(_spread(list("abcdef"), random.Random(1)))
     ['a', 'b', 'c', 'd', 'e', 'f']
     """
-    n = len(items)
-    if not n:
-        return
-    start, step = rng.randrange(n), rng.randrange(1, n + 1)
-    while math.gcd(step, n) != 1:
-        step -= 1
-    for i in range(n):
-        yield items[(start + i * step) % n]
+    return iter(Scattered(items, rng))
+
+
+class Scattered(Sequence[T]):
+    """A seeded scattered order of ``items`` made in O(1) (:func:`_spread`), read as often as
+    needed: item ``i`` is ``items[(start + i * step) % n]`` with a stride prime to ``n``.
+
+    >>> s = Scattered(range(10), random.Random(3))
+    >>> sorted(s) == list(range(10)) and list(s[:3]) == [s[0], s[1], s[2]]
+    True
+    """
+
+    def __init__(self, items: Sequence[T], rng: random.Random) -> None:
+        self.items, n = items, len(items)
+        self.start, self.step = (rng.randrange(n), rng.randrange(1, n + 1)) if n else (0, 1)
+        while n and math.gcd(self.step, n) != 1:
+            self.step -= 1
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        n = len(self.items)
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(n))]
+        if not -n <= i < n:
+            raise IndexError(i)
+        return self.items[(self.start + (i % n) * self.step) % n]
+
+    def __iter__(self) -> Iterator[T]:
+        items, n, start, step = self.items, len(self.items), self.start, self.step
+        for i in range(n):
+            yield items[(start + i * step) % n]
 
 
 def find_link_flow(view: FabricView, link: LinkKey, nics: Iterable[str], *, seed: int = 0,

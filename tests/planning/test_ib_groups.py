@@ -51,8 +51,8 @@ def assert_sound(view: FabricView, groups: list[tuple[str, ...]], nodes: list[st
 def test_idle_node_counts_are_placed_link_disjoint(name, k):
     """A node count one past a multiple of ``k`` and another odd count: both carvings' rings share
     no link, no group of carving 2 repeats one of carving 1, and at most one node per carving
-    is left over (measured on 540 such carvings of fresh seeds: one node left over once, at
-    4x on ``ib-fattree-128``; 13 in 160 before the swaps of ``_swap_in``)."""
+    is left over (measured on 1,040 such carvings: one node left over once, at 4x on
+    ``ib-fattree-128``; docs/sweep.md)."""
     rng = random.Random(SEED)
     every = sorted(load_topology(name).nodes)
     for n in (len(every) // k * k - k + 1, len(every) - rng.randrange(2, 12)):
