@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection, Mapping, Sequence
-from functools import lru_cache
 from itertools import islice
 
 from fabriccheck.models import LinkKey, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.roce_link_probes import nics_under, roce_leaf_probes
 from fabriccheck.topology.link_reach import Scattered
-from fabriccheck.topology.view import FabricView
 
 
 def plan_link_probes(
@@ -83,7 +81,8 @@ def _candidate_probes(flows: Sequence[tuple[str, str, str]], candidates: Sequenc
     # NICs of the failing flows: a probe without them cannot fail for them (a NIC the
     # failures share is the competing hypothesis), so they are used only when nothing else fits
     ends = {n for _, s, d in flows for n in (s, d)}
-    fresh = good_nics - ends
+    good_nics = frozenset(good_nics)  # frozen once: the probes' rail index is cached by pool
+    fresh = good_nics - ends if ends else good_nics
     for link in candidates[:8]:
 
         def probe(bb: RoundBuilder, link: LinkKey = link) -> int:
@@ -138,25 +137,14 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
     under = nics_under(link, view)
     near = sorted(n for n in under if n in good_nics)
     rng.shuffle(near)
-    by_rail = {rail: Scattered(lst, rng)
-               for rail, lst in _rail_lists(frozenset(good_nics), view).items()}
+    pool = good_nics if isinstance(good_nics, frozenset) else frozenset(good_nics)
+    by_rail = {rail: Scattered(lst, rng) for rail, lst in view.by_rail(pool).items()}
     if cleared:
         pinning = _probe_search(link, cand, b, near, by_rail, under, seen, search_limit // 4,
                                 set(cleared) | {link})
         if pinning is not None:
             return pinning
     return _probe_search(link, cand, b, near, by_rail, under, seen, search_limit)
-
-
-@lru_cache(maxsize=8)
-def _rail_lists(nics: frozenset[str], view: FabricView) -> dict[int, tuple[str, ...]]:
-    """``nics`` by rail, each rail's sorted (built once per pool: a recheck asks it for every
-    probe, and a 1,024-node fabric has 8,192 NICs; the order of a search is a
-    :class:`~fabriccheck.topology.link_reach.Scattered` view of it, made per probe)."""
-    out: dict[int, list[str]] = {}
-    for n in sorted(nics):
-        out.setdefault(view.topology.nics[n].rail, []).append(n)
-    return {rail: tuple(lst) for rail, lst in out.items()}
 
 
 def _clear_beside(probe: Test, link: LinkKey, shunned: set[LinkKey], b: RoundBuilder,

@@ -190,10 +190,10 @@ def nics_under(link: LinkKey, view: FabricView) -> set[str]:
     rank = {"leaf": 0, "spine": 1, "core": 2}
     sw = view.topology.switches
     lower = min(link, key=lambda x: rank.get(sw[x].tier, 3) if x in sw else -1)
-    att = view.topology.attachment
     if sw[lower].tier == "leaf":
         leaves = {lower}
     else:
         leaves = {x for k in view.switch_links if lower in k for x in k
                   if x != lower and sw[x].tier == "leaf"}
-    return {n for n, leaf in att.items() if leaf in leaves}
+    on = view.nics_on
+    return {n for leaf in leaves for n in on.get(leaf, ())}

@@ -35,6 +35,29 @@ class FabricView:
             for name, node in self.topology.nodes.items()
         }
 
+    @cached_property
+    def nics_on(self) -> dict[str, tuple[str, ...]]:
+        """switch -> the NIC endpoints attached to it."""
+        out: dict[str, list[str]] = {}
+        for nic, sw in self.topology.attachment.items():
+            out.setdefault(sw, []).append(nic)
+        return {sw: tuple(v) for sw, v in out.items()}
+
+    def by_rail(self, nics: frozenset[str]) -> dict[int, tuple[str, ...]]:
+        """``nics`` grouped by rail, each rail's sorted; the last few pools are kept (a link
+        probe search asks for the same pool of known-good NICs for every probe of a round)."""
+        memo = self.__dict__.setdefault("_by_rail", {})
+        got = memo.get(nics)
+        if got is None:
+            out: dict[int, list[str]] = {}
+            for n in sorted(nics):
+                out.setdefault(self.topology.nics[n].rail, []).append(n)
+            got = {rail: tuple(v) for rail, v in out.items()}
+            if len(memo) >= 4:
+                memo.pop(next(iter(memo)))
+            memo[nics] = got
+        return got
+
     def pod(self, node: str) -> tuple[str, ...]:
         """The leaves a node hangs off (one per rail on rail-optimized fabrics): its "pod"."""
         return self._pods[node]
