@@ -7,13 +7,13 @@ roce_leaf_probes`).
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import islice
 
 from fabriccheck.models import LinkKey, Test, nic_node
 from fabriccheck.planning.build import RoundBuilder
 from fabriccheck.planning.roce_link_probes import nics_under, roce_leaf_probes
-from fabriccheck.topology.link_reach import Scattered
+from fabriccheck.topology.link_reach import LazyShuffle
 
 
 def plan_link_probes(
@@ -138,7 +138,7 @@ def _probe_one(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, good_nics: se
     near = sorted(n for n in under if n in good_nics)
     rng.shuffle(near)
     pool = good_nics if isinstance(good_nics, frozenset) else frozenset(good_nics)
-    by_rail = {rail: Scattered(lst, rng) for rail, lst in view.by_rail(pool).items()}
+    by_rail = {rail: LazyShuffle(lst, rng) for rail, lst in view.by_rail(pool).items()}
     if cleared:
         pinning = _probe_search(link, cand, b, near, by_rail, under, seen, search_limit // 4,
                                 set(cleared) | {link})
@@ -175,7 +175,7 @@ def _clear_beside(probe: Test, link: LinkKey, shunned: set[LinkKey], b: RoundBui
 
 
 def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list[str],
-                  by_rail: Mapping[int, Sequence[str]], under: set[str], seen: set[frozenset[str]],
+                  by_rail: Mapping[int, Iterable[str]], under: set[str], seen: set[frozenset[str]],
                   search_limit: int, only: set[LinkKey] | None = None) -> Test | None:
     """The search of :func:`_probe_one` (``only``: the links a route may cross)."""
     view = b.view

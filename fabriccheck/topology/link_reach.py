@@ -140,39 +140,44 @@ def _spread(items: Sequence[T], rng: random.Random) -> Iterator[T]:
     >>> sorted(_spread(list("abcdef"), random.Random(1)))
     ['a', 'b', 'c', 'd', 'e', 'f']
     """
-    return iter(Scattered(items, rng))
+    n = len(items)
+    if not n:
+        return
+    start, step = rng.randrange(n), rng.randrange(1, n + 1)
+    while math.gcd(step, n) != 1:
+        step -= 1
+    for i in range(n):
+        yield items[(start + i * step) % n]
 
 
-class Scattered(Sequence[T]):
-    """A seeded scattered order of ``items`` made in O(1) (:func:`_spread`), read as often as
-    needed: item ``i`` is ``items[(start + i * step) % n]`` with a stride prime to ``n``.
+class LazyShuffle(Iterable[T]):
+    """A uniformly random order of ``items`` drawn as it is read (a Fisher-Yates shuffle that
+    stops where the reader stops), kept so it reads the same each time: a search that looks
+    at a few of 32,768 NICs pays for those few, not for shuffling all of them.
 
-    >>> s = Scattered(range(10), random.Random(3))
-    >>> sorted(s) == list(range(10)) and list(s[:3]) == [s[0], s[1], s[2]]
+    >>> s = LazyShuffle(range(10), random.Random(3))
+    >>> it = iter(s)
+    >>> first = [next(it) for _ in range(3)]
+    >>> sorted(s) == list(range(10)) and list(s)[:3] == first
     True
     """
 
     def __init__(self, items: Sequence[T], rng: random.Random) -> None:
-        self.items, n = items, len(items)
-        self.start, self.step = (rng.randrange(n), rng.randrange(1, n + 1)) if n else (0, 1)
-        while n and math.gcd(self.step, n) != 1:
-            self.step -= 1
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, i):  # type: ignore[override]
-        n = len(self.items)
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(n))]
-        if not -n <= i < n:
-            raise IndexError(i)
-        return self.items[(self.start + (i % n) * self.step) % n]
+        self.items, self.rng = items, rng
+        self.drawn: list[T] = []
+        self._moved: dict[int, int] = {}  # position -> index of the item now there
 
     def __iter__(self) -> Iterator[T]:
-        items, n, start, step = self.items, len(self.items), self.start, self.step
-        for i in range(n):
-            yield items[(start + i * step) % n]
+        items, drawn, moved, n = self.items, self.drawn, self._moved, len(self.items)
+        rand = self.rng.random
+        k = 0
+        while k < n:
+            if k == len(drawn):  # the next draw: j uniform in [k, n)
+                j = k + int(rand() * (n - k))
+                drawn.append(items[moved.get(j, j)])
+                moved[j] = moved.pop(k, k)
+            yield drawn[k]
+            k += 1
 
 
 def find_link_flow(view: FabricView, link: LinkKey, nics: Iterable[str], *, seed: int = 0,
