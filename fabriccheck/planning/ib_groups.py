@@ -294,16 +294,30 @@ def _swap_one(groups: list[tuple[str, ...]], x: str, k: int, budget: CrossBudget
                     groups[t] = s2
                 budget.used = trial.used
                 return True
-    if depth <= 0:
-        return False
-    for i in donors[:SWAP_DEEP]:  # x takes m's place; m is placed one step further on
+    return depth > 0 and _swap_deeper(groups, x, donors[:SWAP_DEEP], k, budget, view, order,
+                                      met, depth, keep)
+
+
+def _swap_deeper(groups: list[tuple[str, ...]], x: str, donors: Sequence[int], k: int,
+                 budget: CrossBudget, view: FabricView, order: Mapping[str, int],
+                 met: Mapping[str, set[str]], depth: int, keep: frozenset[int]) -> bool:
+    """``x`` takes the place of a member ``m`` of a ``donors`` group (its ring fitting), and
+    :func:`_swap_one` places ``m`` with one step less; undone when ``m`` finds no place."""
+    trial = CrossBudget(view, 0.0)
+    fits = budget_fits(view, trial)
+    for i in donors:
         g, before = groups[i], budget.used
         for m in g:
             trial.used = before - _hops(g, view)
-            g2 = join(tuple(n for n in g if n != m), x)
-            if g2 is None or not _new_groups([g2], met):
+            rest = [n for n in g if n != m]
+            at = _place(rest, x, fits, order)
+            if at is None:
                 continue
-            groups[i], budget.used = g2, trial.used
+            g2 = (*rest[:at], x, *rest[at:])
+            if not _new_groups([g2], met):
+                continue
+            trial.fits_flows(cross_flows(g2, view), exclusive=True)
+            groups[i], budget.used = g2, set(trial.used)
             if _swap_one(groups, m, k, budget, view, order, met, depth - 1, keep | {i}):
                 return True
             groups[i], budget.used = g, before

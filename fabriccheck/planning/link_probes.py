@@ -7,7 +7,7 @@ roce_leaf_probes`).
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from itertools import islice
 
 from fabriccheck.models import LinkKey, Test, nic_node
@@ -174,17 +174,18 @@ def _clear_beside(probe: Test, link: LinkKey, shunned: set[LinkKey], b: RoundBui
     return made
 
 
-def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list[str],
-                  by_rail: Mapping[int, Iterable[str]], under: set[str], seen: set[frozenset[str]],
-                  search_limit: int, only: set[LinkKey] | None = None) -> Test | None:
-    """The search of :func:`_probe_one` (``only``: the links a route may cross)."""
+def _flow_trier(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, seen: set[frozenset[str]],
+                only: set[LinkKey] | None, budget: list[int]
+                ) -> Callable[[str, str], Test | None | bool]:
+    """``try_flow(s, d)`` for :func:`_probe_search`: the test if ``s -> d`` fits; False when its
+    route misses ``link``; None when it crosses it but may not run (busy, another candidate,
+    a pair seen, a link outside ``only``). Each call spends one of ``budget[0]``."""
     view = b.view
     nics = view.topology.nics
-    budget = [search_limit]
     att, walk, ends = view.topology.attachment, view.walk, set(link)
+    tag = f"{link[0]} -- {link[1]}"
 
     def try_flow(s: str, d: str) -> Test | None | bool:
-        """The test if ``s -> d`` fits; False when its route misses ``link`` (None: busy)."""
         budget[0] -= 1
         if not ends.issubset(walk(att[s], d)):  # the switch walk first: no link set built
             return False
@@ -195,11 +196,20 @@ def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list
                 or (only is not None and not route <= only)
                 or not (b.nic_free(s, "tx") and b.nic_free(d, "rx"))):
             return None
-        tag = f"{link[0]} -- {link[1]}"
         if nics[s].rail != nics[d].rail:
             return b.add_nic_flow(s, d, "localize", probe_of=tag)
         return b.add_flow(nic_node(s), nic_node(d), nics[s].rail, "localize", probe_of=tag)
 
+    return try_flow
+
+
+def _probe_search(link: LinkKey, cand: set[LinkKey], b: RoundBuilder, near: list[str],
+                  by_rail: Mapping[int, Iterable[str]], under: set[str], seen: set[frozenset[str]],
+                  search_limit: int, only: set[LinkKey] | None = None) -> Test | None:
+    """The search of :func:`_probe_one` (``only``: the links a route may cross)."""
+    nics = b.view.topology.nics
+    budget = [search_limit]
+    try_flow = _flow_trier(link, cand, b, seen, only, budget)
     for d in near:  # down the link: a receiver whose route comes down it, any far sender
         others = (o for o in by_rail.get(nics[d].rail, ()) if o not in under)
         for i, o in enumerate(islice(others, 16 if only is None else 32)):
