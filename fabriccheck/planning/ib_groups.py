@@ -71,6 +71,12 @@ def blocks(view: FabricView, nodes: Sequence[str]) -> dict[str, tuple]:
     round fit across blocks. D-mod-K also takes a flow up by its destination's port (LIDs in
     port order): rings of nodes of one rank on their leaves leave each leaf on other up-links
     than rings of the other ranks."""
+    every = view.memo("ib_groups.blocks", lambda: _blocks(view))
+    return {n: every[n] for n in nodes}
+
+
+def _blocks(view: FabricView) -> dict[str, tuple]:
+    """:func:`blocks` of every node (they depend on the topology only: kept by the view)."""
     sw = view.topology.switches
     up: dict[str, set[str]] = defaultdict(set)
     for a, c in view.topology.links:
@@ -81,7 +87,7 @@ def blocks(view: FabricView, nodes: Sequence[str]) -> dict[str, tuple]:
     for n in sorted(view.topology.nodes):
         by_leaf[view.pod(n)].append(n)
     rank = {n: (i, len(members)) for members in by_leaf.values() for i, n in enumerate(members)}
-    return {n: (frozenset(s for lf in view.pod(n) for s in up[lf]), *rank[n]) for n in nodes}
+    return {n: (frozenset(s for lf in view.pod(n) for s in up[lf]), *rank[n]) for n in rank}
 
 
 def budget_fits(view: FabricView, budget: CrossBudget) -> Fits:
@@ -251,51 +257,66 @@ def _swap_one(groups: list[tuple[str, ...]], x: str, k: int, budget: CrossBudget
               depth: int = 1, keep: frozenset[int] = frozenset()) -> bool:
     """One lone node placed (:func:`_swap_in`); ``groups`` and ``budget`` updated in place.
     Else (``depth`` left) ``x`` takes a member's place in one of the :data:`SWAP_DEEP`
-    nearest groups and that member is placed so in turn (groups in ``keep`` not touched)."""
+    nearest groups and that member is placed so in turn (groups in ``keep`` not touched).
+    Trials change ``budget.used`` in place and undo what fails (a copy of the round's links
+    per trial cost seconds at 4,096 nodes)."""
     short = [i for i, g in enumerate(groups) if len(g) < k and i not in keep]
     home = blocks(view, [x, *(n for g in groups for n in g)])
     donors = sorted((i for i, g in enumerate(groups)
                      if i not in short and i not in keep and len(g) > 2),
                     key=lambda i: -sum(home[n][0] == home[x][0] for n in groups[i]))
-    trial = CrossBudget(view, 0.0)
-    fits = budget_fits(view, trial)
-
-    def join(ring: Sequence[str], n: str) -> tuple[str, ...] | None:
-        """``ring`` with ``n`` where it fits (``trial``'s links), reserved; else None."""
-        at = _place(list(ring), n, fits, order)
-        if at is None:
-            return None
-        out = (*ring[:at], n, *ring[at:])
-        trial.fits_flows(cross_flows(out, view), exclusive=True)
-        return out
-
+    used, fits = budget.used, budget_fits(view, budget)
     for t in short or [None]:
         for i in donors[:SWAP_GROUPS]:
             g, s = groups[i], () if t is None else groups[t]
-            free = budget.used - _hops(g, view) - (_hops(s, view) if s else set())
+            freed = _hops(g, view) | (_hops(s, view) if s else set())
+            used.difference_update(freed)
             for m in g:
-                trial.used = set(free)
-                rest = tuple(n for n in g if n != m)
-                if t is None:  # g keeps its ring without m (either way round); m pairs with x
-                    rest = next((r for r in (rest, rest[::-1]) if fits(r)), None)
-                    if rest is None:
-                        continue
-                    trial.fits_flows(cross_flows(rest, view), exclusive=True)
-                    g2, s2 = rest, join((m,), x)
-                else:  # x takes m's place in g; m joins the short group
-                    g2 = join(rest, x)
-                    s2 = join(s, m) if g2 else None
-                if g2 is None or s2 is None or not _new_groups([g2, s2], met):
+                moved = _move(g, s, m, x, used, fits, view, order, met)
+                if moved is None:
                     continue
-                groups[i] = g2
+                groups[i] = moved[0]
                 if t is None:
-                    groups.append(s2)
+                    groups.append(moved[1])
                 else:
-                    groups[t] = s2
-                budget.used = trial.used
+                    groups[t] = moved[1]
                 return True
+            used.update(freed)
     return depth > 0 and _swap_deeper(groups, x, donors[:SWAP_DEEP], k, budget, view, order,
                                       met, depth, keep)
+
+
+def _move(g: tuple[str, ...], s: tuple[str, ...], m: str, x: str, used: set[tuple[str, str]],
+          fits: Fits, view: FabricView, order: Mapping[str, int],
+          met: Mapping[str, set[str]]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """``g`` and ``s`` after ``x`` takes ``m``'s place in ``g`` and ``m`` joins ``s``; with no
+    ``s``, ``g`` without ``m`` (either way round) and the pair of ``m`` and ``x``. Their links
+    are reserved in ``used`` (from which ``g``'s and ``s``'s were given back); None, with
+    nothing reserved, when a ring does not fit or a group is one its members all met."""
+    added: set[tuple[str, str]] = set()
+
+    def reserve(ring: tuple[str, ...]) -> tuple[str, ...]:
+        hops = _hops(ring, view)
+        used.update(hops)
+        added.update(hops)
+        return ring
+
+    def join(ring: Sequence[str], n: str) -> tuple[str, ...] | None:
+        at = _place(list(ring), n, fits, order)
+        return None if at is None else reserve((*ring[:at], n, *ring[at:]))
+
+    rest = tuple(n for n in g if n != m)
+    if not s:  # g keeps its ring without m; m pairs with x
+        kept = next((r for r in (rest, rest[::-1]) if fits(r)), None)
+        g2 = None if kept is None else reserve(kept)
+        s2 = join((m,), x) if g2 else None
+    else:
+        g2 = join(rest, x)
+        s2 = join(s, m) if g2 else None
+    if g2 is None or s2 is None or not _new_groups([g2, s2], met):
+        used.difference_update(added)
+        return None
+    return g2, s2
 
 
 def _swap_deeper(groups: list[tuple[str, ...]], x: str, donors: Sequence[int], k: int,
@@ -303,12 +324,12 @@ def _swap_deeper(groups: list[tuple[str, ...]], x: str, donors: Sequence[int], k
                  met: Mapping[str, set[str]], depth: int, keep: frozenset[int]) -> bool:
     """``x`` takes the place of a member ``m`` of a ``donors`` group (its ring fitting), and
     :func:`_swap_one` places ``m`` with one step less; undone when ``m`` finds no place."""
-    trial = CrossBudget(view, 0.0)
-    fits = budget_fits(view, trial)
+    used, fits = budget.used, budget_fits(view, budget)
     for i in donors:
-        g, before = groups[i], budget.used
+        g = groups[i]
+        freed = _hops(g, view)
+        used.difference_update(freed)
         for m in g:
-            trial.used = before - _hops(g, view)
             rest = [n for n in g if n != m]
             at = _place(rest, x, fits, order)
             if at is None:
@@ -316,11 +337,14 @@ def _swap_deeper(groups: list[tuple[str, ...]], x: str, donors: Sequence[int], k
             g2 = (*rest[:at], x, *rest[at:])
             if not _new_groups([g2], met):
                 continue
-            trial.fits_flows(cross_flows(g2, view), exclusive=True)
-            groups[i], budget.used = g2, set(trial.used)
+            hops = _hops(g2, view)
+            used.update(hops)
+            groups[i] = g2
             if _swap_one(groups, m, k, budget, view, order, met, depth - 1, keep | {i}):
                 return True
-            groups[i], budget.used = g, before
+            groups[i] = g
+            used.difference_update(hops)
+        used.update(freed)
     return False
 
 

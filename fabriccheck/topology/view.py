@@ -7,12 +7,15 @@ so link questions are about switch-to-switch links only.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cached_property
+from typing import TypeVar
 
 from fabriccheck.errors import ConfigError
 from fabriccheck.models import Flow, LinkKey
 from fabriccheck.topology.model import Topology
+
+T = TypeVar("T")
 
 
 class FabricView:
@@ -42,6 +45,14 @@ class FabricView:
         for nic, sw in self.topology.attachment.items():
             out.setdefault(sw, []).append(nic)
         return {sw: tuple(v) for sw, v in out.items()}
+
+    def memo(self, key: str, build: Callable[[], T]) -> T:
+        """A fact a planning or inference module derives from the topology alone, built once
+        per view (``key``: ``module.function``)."""
+        facts = self.__dict__.setdefault("_memo", {})
+        if key not in facts:
+            facts[key] = build()
+        return facts[key]
 
     def by_rail(self, nics: frozenset[str]) -> dict[int, tuple[str, ...]]:
         """``nics`` grouped by rail, each rail's sorted; the last few pools are kept (a link
