@@ -59,7 +59,7 @@ class LinkReach:
     """
 
     def __init__(self, view: FabricView, nics: Iterable[str], *, seed: int = 0) -> None:
-        self.view, self.seed = view, seed
+        self.view = view
         topo = view.topology
         att = topo.attachment
         self.by_leaf: dict[str, list[str]] = {}
