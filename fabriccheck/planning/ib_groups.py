@@ -25,7 +25,7 @@ one more full group of the lone nodes' switches each few orders (:func:`_absorb`
 a lone node takes a member's place in a nearby group and the member joins a short group, or
 pairs with it (:func:`_swap_in`, two steps deep): ``ib-fattree-128`` seed 829935 left one node
 beside a group of 7 that no redeal fixed, and random idle subsets left 59 nodes out of 160
-carvings (1 after; docs/sweep.md has the table). Measured on fresh
+carvings (0 after; docs/sweep.md has the table). Measured on fresh
 seeds (``bench/bench_coverage.py``, docs/sweep.md): every node of every bundled topology in two
 different 4x and 8x groups.
 """
