@@ -24,8 +24,8 @@ lone nodes and short groups are then dealt again together (their links given bac
 one more full group of the lone nodes' switches each few orders (:func:`_absorb`). Before that,
 a lone node takes a member's place in a nearby group and the member joins a short group, or
 pairs with it (:func:`_swap_in`, two steps deep): ``ib-fattree-128`` seed 829935 left one node
-beside a group of 7 that no redeal fixed, and random idle subsets left 59 nodes out of 160
-carvings (0 after; docs/sweep.md has the table). Measured on fresh
+beside a group of 7 that no redeal fixed, and random idle subsets left 103 nodes out of 160
+carvings (0 after; ``bench/bench_carving.py``, docs/sweep.md). Measured on fresh
 seeds (``bench/bench_coverage.py``, docs/sweep.md): every node of every bundled topology in two
 different 4x and 8x groups.
 """
