@@ -71,12 +71,18 @@ def blocks(view: FabricView, nodes: Sequence[str]) -> dict[str, tuple]:
     round fit across blocks. D-mod-K also takes a flow up by its destination's port (LIDs in
     port order): rings of nodes of one rank on their leaves leave each leaf on other up-links
     than rings of the other ranks."""
-    every = view.memo("ib_groups.blocks", lambda: _blocks(view))
+    every = _every_block(view)
     return {n: every[n] for n in nodes}
 
 
-def _blocks(view: FabricView) -> dict[str, tuple]:
-    """:func:`blocks` of every node (they depend on the topology only: kept by the view)."""
+def _every_block(view: FabricView) -> dict[str, tuple]:
+    """:func:`blocks` of every node of the topology (they depend on it alone: kept by the
+    view, built once)."""
+    return view.memo("ib_groups.blocks", lambda: _build_blocks(view))
+
+
+def _build_blocks(view: FabricView) -> dict[str, tuple]:
+    """:func:`blocks` of every node, computed."""
     sw = view.topology.switches
     up: dict[str, set[str]] = defaultdict(set)
     for a, c in view.topology.links:
@@ -211,7 +217,7 @@ def _absorb(groups: list[tuple[str, ...]], alone: list[str], k: int, budget: Cro
         return groups
     full = [g for g in groups if len(g) >= k]
     rng.shuffle(full)
-    home = blocks(view, [*alone, *(n for g in groups for n in g)])
+    home = _every_block(view)
     near = {home[n][0] for n in alone}  # the full groups most in the lone nodes' blocks first
     full.sort(key=lambda g: -sum(home[n][0] in near for n in g))
     base = set(budget.used)
@@ -261,7 +267,7 @@ def _swap_one(groups: list[tuple[str, ...]], x: str, k: int, budget: CrossBudget
     Trials change ``budget.used`` in place and undo what fails (a copy of the round's links
     per trial cost seconds at 4,096 nodes)."""
     short = [i for i, g in enumerate(groups) if len(g) < k and i not in keep]
-    home = blocks(view, [x, *(n for g in groups for n in g)])
+    home = _every_block(view)
     donors = sorted((i for i, g in enumerate(groups)
                      if i not in short and i not in keep and len(g) > 2),
                     key=lambda i: -sum(home[n][0] == home[x][0] for n in groups[i]))
@@ -302,8 +308,8 @@ def _move(g: tuple[str, ...], s: tuple[str, ...], m: str, x: str, used: set[tupl
         return ring
 
     def join(ring: Sequence[str], n: str) -> tuple[str, ...] | None:
-        at = _place(list(ring), n, fits, order)
-        return None if at is None else reserve((*ring[:at], n, *ring[at:]))
+        out = _joined(ring, n, fits, order)
+        return None if out is None else reserve(out)
 
     rest = tuple(n for n in g if n != m)
     if not s:  # g keeps its ring without m; m pairs with x
@@ -330,12 +336,8 @@ def _swap_deeper(groups: list[tuple[str, ...]], x: str, donors: Sequence[int], k
         freed = _hops(g, view)
         used.difference_update(freed)
         for m in g:
-            rest = [n for n in g if n != m]
-            at = _place(rest, x, fits, order)
-            if at is None:
-                continue
-            g2 = (*rest[:at], x, *rest[at:])
-            if not _new_groups([g2], met):
+            g2 = _joined([n for n in g if n != m], x, fits, order)
+            if g2 is None or not _new_groups([g2], met):
                 continue
             hops = _hops(g2, view)
             used.update(hops)
@@ -346,6 +348,13 @@ def _swap_deeper(groups: list[tuple[str, ...]], x: str, donors: Sequence[int], k
             used.difference_update(hops)
         used.update(freed)
     return False
+
+
+def _joined(ring: Sequence[str], n: str, fits: Fits, order: Mapping[str, int]
+            ) -> tuple[str, ...] | None:
+    """``ring`` with ``n`` at the first place where it fits (:func:`_place`), or None."""
+    at = _place(list(ring), n, fits, order)
+    return None if at is None else (*ring[:at], n, *ring[at:])
 
 
 def _new_groups(groups: list[tuple[str, ...]], met: Mapping[str, set[str]]) -> bool:
