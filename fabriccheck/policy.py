@@ -13,6 +13,26 @@ PAIR_PROBES = ("ib_write_bw", "iperf3")
 GROUP_PROBES = ("nccl", "allreduce-cpu")
 
 
+#: ``--link-screen`` values -> the :class:`SweepPolicy` fields they set (``auto``: the defaults)
+LINK_SCREEN = {"auto": {}, "on": {"link_screen_max_links": 1 << 62},
+               "off": {"link_topup_rounds": 0}}
+
+
+def link_screen_policy(value: str | None, source: str = "--link-screen") -> dict[str, int]:
+    """The :class:`SweepPolicy` fields ``--link-screen`` sets (a :class:`ConfigError` naming
+    the choices otherwise).
+
+    >>> link_screen_policy("off"), link_screen_policy(None)
+    ({'link_topup_rounds': 0}, {})
+    """
+    if value is None:
+        return {}
+    if value not in LINK_SCREEN:
+        raise ConfigError(f"unknown link screen {value!r}", source=source,
+                          hint="one of auto (fabrics of up to 4,096 switch links), on, off")
+    return dict(LINK_SCREEN[value])
+
+
 @dataclass(frozen=True)
 class SweepPolicy:
     """How a run plans its rounds.

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, redirect_stdout
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -134,16 +134,34 @@ Levels = Annotated[str | None, typer.Option(
                      "else 1,2,4,8).")]
 
 
-def _policy(mode: str, spec=None, levels: str | None = None, **kw):
+LinkScreen = Annotated[str | None, typer.Option(
+    "--link-screen", help="auto | on | off: the link screen's top-up rounds, which clear every "
+                          "switch link of failing one test in five (InfiniBand; auto: fabrics "
+                          "of up to 4,096 switch links).")]
+
+
+def _policy_flags(levels: str | None = None, link_screen: str | None = None,
+                  **_: Any) -> dict[str, Any]:
+    """The policy fields the flags ``--levels`` and ``--link-screen`` set (a
+    :class:`ConfigError` naming a bad one)."""
     from fabriccheck.planning.ladder import parse_levels
+    from fabriccheck.policy import link_screen_policy
+
+    out: dict[str, Any] = link_screen_policy(link_screen)
+    if levels is not None:
+        out["levels"] = parse_levels(levels)
+    return out
+
+
+def _policy(mode: str, spec=None, levels: str | None = None, link_screen: str | None = None,
+            **kw):
     from fabriccheck.policy import BisectPolicy, GatePolicy, SweepPolicy, spec_probes
 
     kw = {k: v for k, v in kw.items() if v is not None}
     if spec is not None:  # probes default to what the test spec defines
         kw.update(spec_probes(spec, kw.get("pair_probe")))
-    if levels is not None:
-        kw["levels"] = parse_levels(levels)
-    elif spec is not None and getattr(spec, "levels", None) and mode != "bisect":
+    kw.update(_policy_flags(levels, link_screen))
+    if levels is None and spec is not None and getattr(spec, "levels", None) and mode != "bisect":
         kw["levels"] = spec.levels
     return {"gate": GatePolicy, "bisect": BisectPolicy, "sweep": SweepPolicy}[mode](**kw)
 
@@ -170,10 +188,7 @@ def _run_guard(mode: str, opts: RunOptions) -> Iterator[None]:
 def _run_mode(mode: str, opts: RunOptions, ops: OpsOptions, **policy) -> None:
     """Check, set up, run and report one sweep or gate."""
     with _run_guard(mode, opts):
-        if policy.get("levels") is not None:  # a bad flag fails before anything loads
-            from fabriccheck.planning.ladder import parse_levels
-
-            parse_levels(policy["levels"])
+        _policy_flags(**policy)  # a bad flag fails before anything loads
         check_flags(mode, opts)
         s = setup(opts)
         pol = _policy(mode, spec=s.spec, seed=opts.seed, pair_probe=opts.probe,
@@ -185,11 +200,12 @@ def _run_mode(mode: str, opts: RunOptions, ops: OpsOptions, **policy) -> None:
 @run_command("sweep")
 def sweep(opts: RunOptions, scale: Scale = 0, partition: oo.Partition = None,
           selector: oo.Selector = None, skip_tested_within: oo.SkipTested = 0.0,
-          levels: Levels = None) -> None:
+          levels: Levels = None, link_screen: LinkScreen = None) -> None:
     """The ladder over idle nodes (1x, 2x, 4x, 8x; two carvings per level >= 2): attribution,
     confirmation, bisection, link localization."""
     ops = opts.ops(partition=partition, selector=selector, skip_tested_within=skip_tested_within)
-    _run_mode("sweep", opts, ops, scale_group_size=scale, levels=levels)
+    _run_mode("sweep", opts, ops, scale_group_size=scale, levels=levels,
+              link_screen=link_screen)
 
 
 @run_command("gate", budget_s=300.0)

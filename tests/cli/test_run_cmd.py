@@ -147,3 +147,27 @@ def test_levels_flag_limits_the_ladder_and_rejects_unknown_levels():
     assert json.loads(r.stdout)["ladder"]["levels"] == [1, 2]
     bad = invoke("sweep", "-t", "roce-rail-64", "--levels", "1,3")
     assert bad.exit_code == 2 and "--levels" in bad.output and "Traceback" not in bad.output
+
+
+def test_link_screen_flag_turns_the_screen_off_and_rejects_unknown_values():
+    """``--link-screen off``: no top-up and no link screen in the result; ``auto`` (the
+    default) screens an InfiniBand fabric of up to 4,096 switch links; a bad value is a
+    one-line error (exit 2) before anything runs."""
+    args = ("sweep", "-t", "ib-fattree-128", "--nodes", "node-[001-016]", "--json")
+    auto, off = invoke(*args), invoke(*args, "--link-screen", "off")
+    assert auto.exit_code in (0, 1) and off.exit_code in (0, 1), (auto.output, off.output)
+    a, o = json.loads(auto.stdout), json.loads(off.stdout)
+    assert a["link_screen"] is not None and o["link_screen"] is None
+    assert o["tests"] < a["tests"]
+    bad = invoke(*args, "--link-screen", "always")
+    assert bad.exit_code == 2 and "--link-screen" in bad.output and "auto" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def test_link_screen_on_lifts_the_size_limit():
+    from fabriccheck.cli.run_cmd import _policy
+    from fabriccheck.policy import SweepPolicy
+
+    assert _policy("sweep", link_screen="on").link_screen_max_links > 10 ** 9
+    assert _policy("sweep", link_screen="auto") == _policy("sweep") == SweepPolicy()
+    assert _policy("sweep", link_screen="off").link_topup_rounds == 0
