@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from fabriccheck.inference.attribute_rules import (
+    beyond_chance,
     beyond_noise,
     co_suspects,
     collect_unreachable,
@@ -54,6 +55,7 @@ RULES: tuple[tuple[str, Callable[[Work], None]], ...] = (
     ("beyond-noise", beyond_noise),
     ("bad-links", rejudge_across_bad_links),  # a bad NIC's failures a bad link explains
     ("bad-partners", explained_by_bad_partners),  # ... or a bad partner does
+    ("chance", beyond_chance),  # convictions the run's noise could explain: suspects
     ("co-suspects", co_suspects),
     ("nic-rival-links", nic_rival_links),
     ("flakiness", flakiness),

@@ -24,6 +24,7 @@ from fabriccheck.inference.candidates import (
     pinned_nodes,
     uncleared_switches,
 )
+from fabriccheck.inference.chance import demote_unlikely, noise_rate, tested
 from fabriccheck.inference.contention import all_failed_ends
 from fabriccheck.inference.device_judges import judge_nic, judge_node, rejudge, rival_switch
 from fabriccheck.inference.flaky import binomial_tail, find_flaky
@@ -264,6 +265,22 @@ def explained_by_bad_partners(w: Work) -> None:
                                           w.passes_of.get(nic_node(n), ())),
                 f"{len(obs) - len(own)} of those failures were with a NIC or node found "
                 f"bad itself")
+
+
+def beyond_chance(w: Work) -> None:
+    """Nodes and NICs found bad on fewer failures than the run's noise makes likely among
+    the devices it tested are suspects instead (:mod:`fabriccheck.inference.chance`)."""
+    inf = w.inf
+    nodes = set(inf.bad_nodes) | set(inf.node_suspects) | set(inf.hung) | set(inf.unreachable)
+    nics = set(inf.bad_nics) | set(inf.nic_suspects)
+    skip = set(w.unsure)
+    if bad_links := {lk for g in inf.links if g.bad for lk in g.candidates}:
+        skip |= {o.test.test_id for o in w.observations
+                 if any(w.view.flow_links(f)[1] & bad_links for f in o.test.flows)}
+    rate = noise_rate(w.observations, nodes, nics, skip)
+    n_nodes, n_nics = tested(w.observations)
+    demote_unlikely(inf.bad_nics, inf.nic_suspects, rate, n_nics, "NICs")
+    demote_unlikely(inf.bad_nodes, inf.node_suspects, rate, n_nodes, "nodes")
 
 
 def co_suspects(w: Work) -> None:

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fabriccheck.inference.chance import chance
 from fabriccheck.inference.state import Inference
 from fabriccheck.models import Observation, nic_node
 from fabriccheck.topology.view import FabricView
@@ -58,14 +59,14 @@ def star_reason(nic: str, obs: list[Observation], cands_of: Mapping[str, list[Co
     rounds = {o.test.round for o in obs}
     if (len(obs) < 3 or len(partners) < 2 or len(rounds) < 2 or node not in inf.good_nodes
             or not partners <= inf.good_nodes
-            or glitch_rate ** len(obs) * max(1, n_nics) >= alpha):
+            or chance(len(obs), glitch_rate, max(1, n_nics)) >= alpha):
         return ""
     if common_link(obs, cands_of, view, unsure):
         return ""
     # the link on most failing paths explains those: the rest must be beyond noise alone
     # (a half-speed uplink and one glitch on the one test that avoided it are not a NIC)
     off = len(obs) - most_on_one_link(obs, cands_of)
-    if glitch_rate ** off * max(1, n_nics) >= alpha:
+    if chance(off, glitch_rate, max(1, n_nics)) >= alpha:
         return ""
     return (f"the only part common to {len(obs)} failures with {len(partners)} partners whose "
             f"nodes passed other tests, in {len(rounds)} rounds; no link lies on all its "
