@@ -23,7 +23,7 @@ from fabriccheck.planning.context import BisectState, RunContext
 from fabriccheck.planning.cover_links import SAMPLED, plan_link_cover
 from fabriccheck.planning.link_probes import plan_link_probes
 from fabriccheck.planning.link_topup import plan_link_topup
-from fabriccheck.planning.partnerless import plan_partnerless_nic
+from fabriccheck.planning.partnerless import plan_loopback, plan_partnerless_nic
 from fabriccheck.planning.recheck import plan_recheck, plan_topup
 from fabriccheck.planning.roce_link_probes import (
     plan_roce_batch,
@@ -105,6 +105,7 @@ def _confirm_suspects(ctx: RunContext, history: RunHistory, inf: Inference, b: R
     todo = [v for v in todo if tries.get(v.name, 0) < 2]
     made_for: set[str] = set()
     used: dict[str, dict] = {v.name: {} for v in todo}  # partners each suspect has this round
+    _confirm_alone(ctx, inf, b, sorted(inf.nic_suspects), tries, local)
     for way in ("client", "server"):
         for v in todo:
             seen = met.get(nic_node(v.name), frozenset())
@@ -129,6 +130,23 @@ def _confirm_suspects(ctx: RunContext, history: RunHistory, inf: Inference, b: R
                 made_for.add(v.name)
     for name in made_for:
         _count(tries, name)
+
+
+def _confirm_alone(ctx: RunContext, inf: Inference, b: RoundBuilder, nics: list[str],
+                   tries: dict[str, int], local: Iterable[str]) -> None:
+    """A suspect NIC a confirmation round left open, with an un-cleared link on its failing
+    paths that explains them as well (``inf.nic_rival_links``: the confirmations could not
+    avoid it) or no proven-good partner on its own leaf in scope (every partner's path
+    crosses its leaf's uplinks, which its own failures leave un-cleared: a RoCE gate on nodes
+    spread over many leaves), is also tested alone, by HCA loopback, in up to two rounds: a
+    failure there pins the NIC (two of them are two failures off the rival link), a pass
+    clears it and leaves its failures to the links."""
+    for nic in nics:
+        key = f"{nic} alone"
+        if (1 <= tries.get(nic, 0) and tries.get(key, 0) < 2
+                and (nic in inf.nic_rival_links or not _leaf_partner_good(ctx, inf, nic, local))
+                and plan_loopback(nic, b) is not None):
+            _count(tries, key)
 
 
 def _retest_shadowed(ctx: RunContext, history: RunHistory, inf: Inference, b: RoundBuilder,
@@ -402,6 +420,16 @@ def _rail_partner_good(ctx: RunContext, inf: Inference, nic: str, active: Iterab
     rail = ctx.view.topology.nics[nic].rail
     node = nic_node(nic)
     return any(m != node and ctx.view.rails_of[m].get(rail) in inf.good_nics for m in active)
+
+
+def _leaf_partner_good(ctx: RunContext, inf: Inference, nic: str, active: Iterable[str]
+                       ) -> bool:
+    """Whether a proven-good NIC in scope hangs off ``nic``'s own leaf (a test with it
+    crosses no switch link)."""
+    att = ctx.view.topology.attachment
+    leaf, node = att.get(nic), nic_node(nic)
+    return any(m != node and x in inf.good_nics and att.get(x) == leaf
+               for m in active for x in ctx.view.rails_of[m].values())
 
 
 def _rail_partner_exists(ctx: RunContext, node: str, rail: int, active: Iterable[str]) -> bool:

@@ -71,3 +71,12 @@ def plan_partnerless_nic(nic: str, b: RoundBuilder, good_nics: set[str],
             avoid.add(nic)
         return t
     return None
+
+
+def plan_loopback(nic: str, b: RoundBuilder, purpose: str = "confirm") -> Test | None:
+    """An HCA loopback test of ``nic`` (the NIC alone: no cable, no switch, no partner), when
+    the pair probe can run one and the NIC is free this round; else None."""
+    probe = b.policy.pair_probe if b.policy.per_rail else "ib_write_bw"
+    if probe not in LOOPBACK_PROBES or not (b.nic_free(nic, "tx") and b.nic_free(nic, "rx")):
+        return None
+    return b.add_nic_flow(nic, nic, purpose)
