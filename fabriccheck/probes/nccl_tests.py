@@ -30,6 +30,9 @@ from fabriccheck.probes.nccl_tests_json import (
     parse_nccl_tests_json,
 )
 from fabriccheck.probes.nccl_tests_rows import ROW_PREFIX_RE, ROW_START_RE, Schema, parse_row
+from fabriccheck.probes.nccl_tests_scan import HEADER_RE as _HEADER_RE
+from fabriccheck.probes.nccl_tests_scan import collective_name as _collective
+from fabriccheck.probes.nccl_tests_scan import header_fields, scan_nccl_tests
 from fabriccheck.probes.nccl_transport import TransportReader
 from fabriccheck.probes.results import (
     FAILED,
@@ -41,12 +44,6 @@ from fabriccheck.probes.results import (
     ToolError,
 )
 
-#: ``# nThread 1 nGpus 8 minBytes ...``; rccl-tests: ``# nThreads: 1 nGpus: 2 nRanks: 1 ...``
-_HEADER_RE = re.compile(r"^\s*#?\s*nThreads?:?\s+(\d+)\s+nGpus:?\s+(\d+)\b(.*)$")
-#: rccl-tests header names -> nccl-tests ones
-_HEADER_ALIASES = {"warmupIters": "warmup iters"}
-#: ``key[:] value`` pairs; keys of at most 4 bounded words, so a long line stays linear
-_KV_RE = re.compile(r"([A-Za-z_]\w{0,31}(?: [A-Za-z_]\w{0,31}){0,3}):?\s+(-?\d+)(?:\((\w+)\))?")
 _RANK_RE = re.compile(
     r"^\s*#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)"
     r"\s+device\s+(?P<dev>\d+)\s+\[(?P<pci>[^\]]*)\]\s*(?P<name>.*)$"
@@ -113,6 +110,28 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     """
     if looks_like_nccl_tests_json(text):
         return parse_nccl_tests_json(text)
+    scan = scan_nccl_tests(text)  # the fast path: a clean output in a few regex calls
+    st = _State(**scan._asdict()) if scan is not None else _read_lines(text)
+    return _finish(st, text)
+
+
+def parse_nccl_tests_fast(text: str) -> NcclTestsResult | None:
+    """What :func:`parse_nccl_tests` returns for ``text`` when its fast path
+    (:func:`~fabriccheck.probes.nccl_tests_scan.scan_nccl_tests`) recognises it, else None."""
+    scan = scan_nccl_tests(text)
+    return None if scan is None else _finish(_State(**scan._asdict()), text)
+
+
+def parse_nccl_tests_reference(text: str) -> NcclTestsResult:
+    """:func:`parse_nccl_tests` by the line-by-line state machine alone: the reference the fast
+    path is held to (it reads every layout and failure; the fast path only clean outputs)."""
+    if looks_like_nccl_tests_json(text):
+        return parse_nccl_tests_json(text)
+    return _finish(_read_lines(text), text)
+
+
+def _read_lines(text: str) -> _State:
+    """Feed every line to the state machine (rejoining lines a terminal wrapped)."""
     st = _State()
     pending: tuple[int, str] | None = None  # a line a terminal or web page may have wrapped
     for lineno, raw in enumerate(text.splitlines(), 1):
@@ -130,7 +149,7 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
             pending = (lineno, line)  # a row start that is no row: its rest may follow
     if pending is not None and ib_completion_cut(pending[1]):
         _feed(st, pending[1], pending[0])
-    return _finish(st, text)
+    return st
 
 
 def _rejoin(st: _State, pending: tuple[int, str], line: str) -> bool:
@@ -230,10 +249,7 @@ def _feed_nccl_line(st: _State, m: re.Match[str], lineno: int) -> None:
 def _feed_meta(st: _State, s: str, lineno: int) -> bool:
     m = _HEADER_RE.match(s)
     if m:
-        hdr = {"nThread": int(m.group(1)), "nGpus": int(m.group(2))}
-        for k, v, _unit in _KV_RE.findall(m.group(3)[:2000]):
-            k = k.strip()
-            hdr[_HEADER_ALIASES.get(k, k)] = int(v)
+        hdr = header_fields(m)
         if _another_test(st, hdr):
             st.later_tests, st.later_awaiting = [st.next_name or "?"], False
             return True
@@ -291,10 +307,6 @@ def _another_test(st: _State, hdr: dict[str, int]) -> bool:
         return False
     other = st.next_name is not None and st.next_name != st.collective
     return other or bool(st.headers and hdr != st.headers[0])
-
-
-def _collective(program: str) -> str:
-    return re.sub(r"_perf(_mpi)?$", "", program)
 
 
 def _feed_row(st: _State, s: str, lineno: int) -> bool:
