@@ -17,6 +17,7 @@ from fabriccheck.probes.perftest_json import (
     looks_like_perftest_json,
     parse_perftest_json,
 )
+from fabriccheck.probes.perftest_scan import PerftestScan, scan_perftest
 from fabriccheck.probes.results import (
     FAILED,
     INCOMPLETE,
@@ -127,10 +128,83 @@ def parse_perftest(text: str) -> PerftestResult:
     """
     if looks_like_perftest_json(text):
         return parse_perftest_json(text)
+    scan = scan_perftest(text)  # the fast path: a clean client output in one regex call
+    st = _scanned_state(scan) if scan is not None else None
+    return _finish(st if st is not None else _read_lines(text), text)
+
+
+def parse_perftest_fast(text: str) -> PerftestResult | None:
+    """What :func:`parse_perftest` returns for ``text`` when its fast path
+    (:func:`~fabriccheck.probes.perftest_scan.scan_perftest`) reads it, else None."""
+    scan = scan_perftest(text)
+    st = _scanned_state(scan) if scan is not None else None
+    return None if st is None else _finish(st, text)
+
+
+def parse_perftest_reference(text: str) -> PerftestResult:
+    """:func:`parse_perftest` by the line-by-line state machine alone: the reference the fast
+    path is held to (it reads every side, table and failure; the fast path only clean ones)."""
+    if looks_like_perftest_json(text):
+        return parse_perftest_json(text)
+    return _finish(_read_lines(text), text)
+
+
+def _read_lines(text: str) -> _State:
     st = _State()
     for lineno, raw in enumerate(text.splitlines(), 1):
         _feed(st, clean_line(raw), lineno)
-    return _finish(st, text)
+    return st
+
+
+#: the column layouts the fast path reads: a BW table, a latency table
+_FAST_COLS = (
+    ["#bytes", "#iterations", "bw_peak", "bw_avg", "msg_rate"],
+    ["#bytes", "#iterations", "t_min", "t_max", "t_typical", "t_avg", "t_stdev",
+     "99% percentile", "99.9% percentile"],
+)
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _scanned_state(scan: PerftestScan) -> _State | None:
+    """The state the state machine reaches on the scanned output, or None when a part is not
+    one it reads plainly (a box line of another kind, other columns, a row it would warn on)."""
+    box = _box_block(scan.box)
+    if box is None or " Test" in scan.columns:
+        return None
+    st = _State(test=scan.title, box=dict(box[0]), recognized=1 + box[1])
+    for side, lid in scan.addresses:
+        st.lids[side].append(lid)
+    st.recognized += len(scan.addresses)
+    _feed_columns(st, scan.columns)
+    if st.cols not in _FAST_COLS:
+        return None
+    for line in scan.rows:
+        toks = line.split()
+        if len(toks) != len(st.cols) or not all(_NUMBER_RE.fullmatch(t) for t in toks):
+            return None
+        if len(toks[0]) > 20 or len(toks[1]) > 20 or "." in toks[0] or "." in toks[1]:
+            return None
+        _add_row(st, dict(zip(st.cols, [int(toks[0]), int(toks[1]),
+                                        *map(float, toks[2:])], strict=True)))
+    st.closed = scan.closed
+    return st
+
+
+@functools.lru_cache(maxsize=1024)
+def _box_block(block: str) -> tuple[tuple[tuple[str, str], ...], int] | None:
+    """The header box (key -> value, first one kept) of the box lines ``block`` and how many
+    lines it holds, or None when a line is not a box line to the state machine. Kept: a NIC's
+    box is the same in each of its tests."""
+    box: dict[str, str] = {}
+    lines = block.splitlines()
+    for line in lines:
+        pairs = _box_pairs(line)
+        if " Test" in line or "#bytes" in line or not pairs or pairs[0][0] not in _BOX_KEYS:
+            return None
+        for key, value in pairs:
+            if key in _BOX_KEYS:
+                box.setdefault(key, value)
+    return tuple(box.items()), len(lines)
 
 
 def _feed(st: _State, line: str, lineno: int, depth: int = 0) -> None:
