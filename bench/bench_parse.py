@@ -1,6 +1,13 @@
-"""Parse speed per parser over the real fixtures (MB/s), plus big inputs built from them.
+"""Parse speed: the fast paths against the state machines (issue 30), and MB/s per parser.
 
-Run: ``.venv/bin/python bench/bench_parse.py [--seconds 0.5]``. Prints a table; asserts nothing.
+The first table gives, per tool and input set, ms per output of the line-by-line state machine
+(``parse_*_reference``: before) and of the public parser (fast path, else the state machine:
+after), and how many of the outputs the fast path read. Inputs: outputs the simulator renders
+(``tests/probes/sim_outputs.py``: seeds, faults, both tools, every size) and the repo's
+fixtures. The second table is the parse speed per parser over the real fixtures (MB/s), plus
+big inputs built from them.
+
+Run: ``.venv/bin/python bench/bench_parse.py [--seconds 0.5]``. Prints tables; asserts nothing.
 """
 
 from __future__ import annotations
@@ -19,10 +26,25 @@ from rich.table import Table  # noqa: E402
 from fabriccheck.probes.detect import detect_tool  # noqa: E402
 from fabriccheck.probes.iperf3 import parse_iperf3  # noqa: E402
 from fabriccheck.probes.nccl_log import scan_nccl_log  # noqa: E402
-from fabriccheck.probes.nccl_tests import parse_nccl_tests  # noqa: E402
-from fabriccheck.probes.perftest import parse_perftest  # noqa: E402
+from fabriccheck.probes.nccl_tests import (  # noqa: E402
+    parse_nccl_tests,
+    parse_nccl_tests_fast,
+    parse_nccl_tests_reference,
+)
+from fabriccheck.probes.perftest import (  # noqa: E402
+    parse_perftest,
+    parse_perftest_fast,
+    parse_perftest_reference,
+)
 from tests.conftest import LOCAL_FIXTURES, SHARED_FIXTURES, read_fixture  # noqa: E402
+from tests.probes.sim_outputs import sim_outputs  # noqa: E402
 
+#: tool -> (fixtures folder, state machine, public parser, fast path alone)
+BEFORE_AFTER = {
+    "nccl-tests": ("nccl-tests", parse_nccl_tests_reference, parse_nccl_tests,
+                   parse_nccl_tests_fast),
+    "perftest": ("perftest", parse_perftest_reference, parse_perftest, parse_perftest_fast),
+}
 PARSERS = {
     "nccl-tests": ("nccl-tests", parse_nccl_tests),
     "perftest": ("perftest", parse_perftest),
@@ -49,10 +71,39 @@ def _rate(fn, texts: list[str], seconds: float) -> tuple[float, int]:
             return size * reps / elapsed / 1e6, reps
 
 
+def _ms_per_output(fn, texts: list[str], seconds: float) -> float:
+    reps, start = 0, time.perf_counter()
+    while True:
+        for t in texts:
+            fn(t)
+        reps += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return elapsed / (reps * len(texts)) * 1e3
+
+
+def before_after(seconds: float) -> Table:
+    """ms per output: state machine (before) and public parser (after), per tool and input."""
+    table = Table("tool", "input", "outputs", "fast path", "before ms", "after ms", "speed-up",
+                  title="fast path vs state machine (ms per output)")
+    sim = sim_outputs()
+    for tool, (folder, reference, public, fast) in BEFORE_AFTER.items():
+        for name, texts in (("simulator", [t for k, t in sim if k == tool]),
+                            ("repo fixtures", [read_fixture(f"{folder}/{p.name}") for p in
+                                               sorted((LOCAL_FIXTURES / folder).glob("*.txt"))])):
+            before = _ms_per_output(reference, texts, seconds)
+            after = _ms_per_output(public, texts, seconds)
+            read = sum(fast(t) is not None for t in texts)
+            table.add_row(tool, name, str(len(texts)), str(read), f"{before:.4f}", f"{after:.4f}",
+                          f"{before / after:.2f}x")
+    return table
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=0.5, help="time per measurement")
     args = ap.parse_args()
+    Console().print(before_after(args.seconds))
     table = Table("parser", "input", "files", "bytes", "reps", "MB/s", title="parse speed")
     for name, (folder, fn) in PARSERS.items():
         texts = _texts(folder)
