@@ -28,6 +28,7 @@ devices its NET channels used (IB HCAs, or interfaces for sockets).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,12 @@ _MERGED_RE = re.compile(r"\]\s?([\w.-]+):\d+/")
 _SOCK_DEV_RE = re.compile(r"\[(?P<i>\d+)\](?P<name>[^:\s\[]+):")
 #: substrings one of which a transport line holds (a cheap test before any regex)
 _KEYS = ("NET/", "network", "via ", "GPU Direct", "nranks")
+#: what a message tells the reader (the first item of :func:`message_action`'s tuple)
+IB_DEVS, IB_NONE, SOCKET_DEVS, HCA_GDR = "ib_devs", "ib_none", "socket_devs", "hca_gdr"
+DISTANCE_GDR, CHANNEL, NETWORK, RANK = "distance_gdr", "channel", "network", "rank"
+#: distinct messages :func:`message_action` remembers: a sweep's are few (device lists, channel
+#: lines that differ by rank numbers), so hits are the rule; the bound keeps it to a few MB
+MESSAGE_CACHE_SIZE = 8192
 
 
 def net_kind(name: str) -> str:
@@ -151,7 +158,9 @@ class _Rank:
     proc: tuple[str, str]
     rank: int | None = None
     network: str | None = None  # ``Using network X``
-    net: list[tuple[str, int, bool]] = field(default_factory=list)  # (network, dev, gdr)
+    #: its NET channels' distinct ``(net_kind, device, gdr)``, in first-seen order (all the
+    #: judgement needs: the first kind, which kinds, which devices, any GDR)
+    net: dict[tuple[str, int, bool], None] = field(default_factory=dict)
     other_channels: int = 0  # P2P / SHM channel lines
     distance_gdr: list[bool] = field(default_factory=list)  # GDR enabled per GPU/HCA distance
 
@@ -178,22 +187,31 @@ class TransportReader:
         self.header_ranks.setdefault((host, str(pid), str(int(dev))), rank)
 
     def feed(self, host: str, pid: str, dev: str, msg: str) -> None:
-        """One ``NCCL INFO`` line's prefix fields and message (other lines are ignored)."""
-        msg = msg.strip()
-        if not any(k in msg for k in _KEYS):
+        """One ``NCCL INFO`` line's prefix fields and message (other lines are ignored).
+
+        The message is read once per distinct text (:func:`message_action`, cached: NCCL
+        prints the same lines on every rank of every test); only applying what it says to
+        this output's processes and ranks happens per line."""
+        act = message_action(msg)
+        if act is None:
             return
-        if msg.startswith(("NET/", "GPU Direct")):
-            self._init_line(host, pid, dev, msg)
-            return
-        if "via " in msg:
-            self._channel(host, pid, dev, msg)
-            return
-        if msg.startswith("Using network "):
-            self._rank(host, pid, dev).network = msg[len("Using network "):].strip()
-            return
-        m = _COMM_RANK_RE.search(msg)
-        if m is not None:
-            self._rank(host, pid, dev).rank = int(m["rank"])
+        kind = act[0]
+        if kind == CHANNEL:
+            r = self._rank(host, pid, dev)
+            if r.rank is None:
+                r.rank = act[1]
+            if act[2] is None:
+                r.other_channels += 1
+            else:
+                r.net[act[2]] = None
+        elif kind == NETWORK:
+            self._rank(host, pid, dev).network = act[1]
+        elif kind == RANK:
+            self._rank(host, pid, dev).rank = act[1]
+        elif kind == DISTANCE_GDR:
+            self._rank(host, pid, dev).distance_gdr.append(act[1])
+        else:
+            _apply_to_process(self.procs.setdefault((host, pid), _Process()), act)
 
     def _rank(self, host: str, pid: str, dev: str) -> _Rank:
         key = (host, pid, dev)
@@ -201,36 +219,6 @@ class TransportReader:
         if r is None:
             r = self.by_key[key] = _Rank(host, (host, pid))
         return r
-
-    def _proc(self, host: str, pid: str) -> _Process:
-        return self.procs.setdefault((host, pid), _Process())
-
-    def _init_line(self, host: str, pid: str, dev: str, msg: str) -> None:
-        if msg.startswith("NET/IB : Using") or msg.startswith("NET/IB: Using"):
-            self._proc(host, pid).ib_devs.update(parse_ib_devices(msg))
-        elif msg.startswith("NET/IB : No device found"):
-            self._proc(host, pid).ib_none = True
-        elif msg.startswith("NET/Socket : Using"):
-            self._proc(host, pid).socket_devs.update(parse_socket_devices(msg))
-        elif (m := _HCA_GDR_RE.match(msg)) is not None:
-            self._proc(host, pid).hca_gdr[m["hca"]] = m["state"] == "Enabled"
-        elif (m := _DIST_GDR_RE.match(msg)) is not None:
-            self._rank(host, pid, dev).distance_gdr.append(m["state"] == "Enabled")
-
-    def _channel(self, host: str, pid: str, dev: str, msg: str) -> None:
-        m = _CHANNEL_RE.match(msg) or _COLLNET_RE.match(msg)
-        if m is None:
-            return
-        r = self._rank(host, pid, dev)
-        # a receive line names the peer first; a CollNet line names only its own rank
-        local = m["b"] if m.re is _CHANNEL_RE and m["dir"] == "receive" else m["a"]
-        if r.rank is None:
-            r.rank = int(local)
-        net = parse_net_via(m["via"])
-        if net is None:
-            r.other_channels += 1
-        else:
-            r.net.append(net)
 
     def ranks(self, multi_host: bool) -> tuple[RankTransport, ...]:
         """The transport of every rank that printed a transport line, sorted by rank.
@@ -259,17 +247,89 @@ class TransportReader:
         return tuple(sorted(out, key=lambda t: (t.rank is None, t.rank or 0, t.host)))
 
 
+@functools.lru_cache(maxsize=MESSAGE_CACHE_SIZE)
+def message_action(msg: str) -> tuple | None:
+    """What one ``NCCL INFO`` message (the text after ``NCCL INFO``) tells the transport reader,
+    None when nothing: ``(CHANNEL, local rank, (net_kind, device, gdr) or None for P2P/SHM)``,
+    ``(NETWORK, name)``, ``(RANK, rank)``, ``(DISTANCE_GDR, enabled)`` for the rank;
+    ``(IB_DEVS, ((index, name), ...))``, ``(SOCKET_DEVS, ...)``, ``(IB_NONE,)``,
+    ``(HCA_GDR, hca, enabled)`` for its process.
+
+    Pure and cached (:data:`MESSAGE_CACHE_SIZE`): the same texts recur on every rank and test
+    of a sweep, so each is matched against the patterns once. The answer is a tuple of strings,
+    ints and bools only (hashable all through), so nothing a reader does can change it for the
+    next output.
+
+    >>> message_action("Channel 00/0 : 1[1] -> 0[1] [receive] via NET/IB/1/GDRDMA")
+    ('channel', 0, ('ib', 1, True))
+    >>> message_action("NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:1.2.3.4<0>")
+    ('ib_devs', ((0, 'mlx5_0'), (1, 'mlx5_1')))
+    >>> message_action("Using network Socket"), message_action("Init COMPLETE")
+    (('network', 'Socket'), None)
+    """
+    msg = msg.strip()
+    if not any(k in msg for k in _KEYS):
+        return None
+    if msg.startswith(("NET/", "GPU Direct")):
+        return _init_action(msg)
+    if "via " in msg:
+        return _channel_action(msg)
+    if msg.startswith("Using network "):
+        return NETWORK, msg[len("Using network "):].strip()
+    m = _COMM_RANK_RE.search(msg)
+    return (RANK, int(m["rank"])) if m is not None else None
+
+
+def _init_action(msg: str) -> tuple | None:
+    """:func:`message_action` of a network init line (``NET/...``, ``GPU Direct ...``)."""
+    if msg.startswith("NET/IB : Using") or msg.startswith("NET/IB: Using"):
+        return IB_DEVS, tuple(parse_ib_devices(msg).items())
+    if msg.startswith("NET/IB : No device found"):
+        return (IB_NONE,)
+    if msg.startswith("NET/Socket : Using"):
+        return SOCKET_DEVS, tuple(parse_socket_devices(msg).items())
+    if (m := _HCA_GDR_RE.match(msg)) is not None:
+        return HCA_GDR, m["hca"], m["state"] == "Enabled"
+    if (m := _DIST_GDR_RE.match(msg)) is not None:
+        return DISTANCE_GDR, m["state"] == "Enabled"
+    return None
+
+
+def _channel_action(msg: str) -> tuple | None:
+    """:func:`message_action` of a line with ``via``: a channel line's own rank (a receive
+    line names the peer first; a CollNet line names only its own rank) and NET channel."""
+    m = _CHANNEL_RE.match(msg) or _COLLNET_RE.match(msg)
+    if m is None:
+        return None
+    local = m["b"] if m.re is _CHANNEL_RE and m["dir"] == "receive" else m["a"]
+    net = parse_net_via(m["via"])
+    return CHANNEL, int(local), None if net is None else (net_kind(net[0]), net[1], net[2])
+
+
+def _apply_to_process(proc: _Process, act: tuple) -> None:
+    """A process-wide :func:`message_action` (devices, no IB device, GDR per HCA) into what
+    one output's process printed."""
+    kind = act[0]
+    if kind == IB_DEVS:
+        proc.ib_devs.update(act[1])
+    elif kind == SOCKET_DEVS:
+        proc.socket_devs.update(act[1])
+    elif kind == IB_NONE:
+        proc.ib_none = True
+    else:
+        proc.hca_gdr[act[1]] = act[2]
+
+
 def _judge_rank(r: _Rank, proc: _Process, multi_host: bool
                 ) -> tuple[str | None, bool | None, tuple[str, ...]]:
     """``(net, gdr, hcas)`` of one rank: from its NET channels, else from what its process's
     network init printed (a job over several hosts only)."""
     if r.net:
-        kinds = [net_kind(name) for name, _, _ in r.net]
+        kinds = [kind for kind, _, _ in r.net]
         net = SOCKET if SOCKET in kinds else kinds[0]
         devs = proc.socket_devs if net == SOCKET else proc.ib_devs
-        hcas = tuple(dict.fromkeys(devs.get(d, f"#{d}") for name, d, _ in r.net
-                                   if net_kind(name) == net))
-        gdr = False if net == SOCKET else any(g for name, _, g in r.net if net_kind(name) == net)
+        hcas = tuple(dict.fromkeys(devs.get(d, f"#{d}") for kind, d, _ in r.net if kind == net))
+        gdr = False if net == SOCKET else any(g for kind, _, g in r.net if kind == net)
         return net, gdr, hcas
     if r.other_channels or not multi_host:
         return None, None, ()
