@@ -228,23 +228,32 @@ class TransportReader:
         out = []
         for (host, pid, dev), r in self.by_key.items():
             rank = r.rank if r.rank is not None else self.header_ranks.get((host, pid, dev))
-            proc = self.procs.get(r.proc, _Process())
-            net, gdr, hcas = _judge_rank(r, proc, multi_host)
+            proc = self.procs.get(r.proc)
+            net, gdr, hcas = _judge_rank(r, _Process() if proc is None else proc, multi_host)
             out.append(RankTransport(host, rank, net, gdr, hcas))
-        # processes whose init lines were seen but no rank line of theirs (NET/INIT only)
+        if multi_host:
+            out += self._init_only_ranks()
+        return tuple(sorted(out, key=lambda t: (t.rank is None, t.rank or 0, t.host)))
+
+    def _init_only_ranks(self) -> list[RankTransport]:
+        """The processes whose network init lines were seen but no rank line of theirs (NET/INIT
+        only), in a job over several hosts: a rank from the ``# Rank`` lines when the process
+        has exactly one. Most outputs have none, so the rank lines are grouped only then."""
         seen = {r.proc for r in self.by_key.values()}
+        unseen = [(key, proc) for key, proc in self.procs.items() if key not in seen]
+        if not unseen:
+            return []
         by_proc: dict[tuple[str, str], list[int]] = {}
         for (host, pid, _dev), rank in self.header_ranks.items():
             by_proc.setdefault((host, pid), []).append(rank)
-        for (host, pid), proc in self.procs.items():
-            if (host, pid) in seen or not multi_host:
-                continue
-            net, gdr, hcas = _judge_rank(_Rank(host, (host, pid)), proc, multi_host)
+        out = []
+        for (host, pid), proc in unseen:
+            net, gdr, hcas = _judge_rank(_Rank(host, (host, pid)), proc, multi_host=True)
             if net is not None:
                 ranks = by_proc.get((host, pid), [])
                 out.append(RankTransport(host, ranks[0] if len(ranks) == 1 else None, net, gdr,
                                          hcas))
-        return tuple(sorted(out, key=lambda t: (t.rank is None, t.rank or 0, t.host)))
+        return out
 
 
 @functools.lru_cache(maxsize=MESSAGE_CACHE_SIZE)
