@@ -211,7 +211,7 @@ class TransportReader:
         elif kind == DISTANCE_GDR:
             self._rank(host, pid, dev).distance_gdr.append(act[1])
         else:
-            _apply_to_process(self.procs.setdefault((host, pid), _Process()), act)
+            _apply_to_process(self._proc(host, pid), act)
 
     def _rank(self, host: str, pid: str, dev: str) -> _Rank:
         key = (host, pid, dev)
@@ -219,6 +219,14 @@ class TransportReader:
         if r is None:
             r = self.by_key[key] = _Rank(host, (host, pid))
         return r
+
+    def _proc(self, host: str, pid: str) -> _Process:
+        """The process's record, made on its first line (not a throwaway one per line)."""
+        key = (host, pid)
+        proc = self.procs.get(key)
+        if proc is None:
+            proc = self.procs[key] = _Process()
+        return proc
 
     def ranks(self, multi_host: bool) -> tuple[RankTransport, ...]:
         """The transport of every rank that printed a transport line, sorted by rank.
