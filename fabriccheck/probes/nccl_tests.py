@@ -31,8 +31,8 @@ from fabriccheck.probes.nccl_tests_json import (
 )
 from fabriccheck.probes.nccl_tests_rows import ROW_PREFIX_RE, ROW_START_RE, Schema, parse_row
 from fabriccheck.probes.nccl_tests_scan import HEADER_RE as _HEADER_RE
+from fabriccheck.probes.nccl_tests_scan import NRANKS_RE, header_fields, scan_nccl_tests
 from fabriccheck.probes.nccl_tests_scan import collective_name as _collective
-from fabriccheck.probes.nccl_tests_scan import header_fields, scan_nccl_tests
 from fabriccheck.probes.nccl_transport import TransportReader
 from fabriccheck.probes.results import (
     FAILED,
@@ -241,7 +241,7 @@ def _feed_nccl_line(st: _State, m: re.Match[str], lineno: int) -> None:
     elif m["level"] in ("WARN", "ERROR"):
         st.warnings.append(ToolError("nccl_warn", m["msg"].strip()[:300], host=m["host"],
                                      line=lineno))
-    n = re.search(r"\bnranks (\d+)", m["msg"])
+    n = NRANKS_RE.search(m["msg"]) if "nranks" in m["msg"] else None  # a literal test first
     if n:
         st.nranks = int(n.group(1))
 

@@ -82,7 +82,8 @@ _SHAPE_RE = re.compile(
     rf"(?:{_OOB})?(?:{_AVG})?(?:{_END})?")
 _HEAD_LINE_RE = re.compile(_HEAD_LINE)
 _ROW_RE = re.compile(_ROW)
-_NRANKS_RE = re.compile(r"\bnranks (\d+)")
+#: ``nranks 16`` in an NCCL INFO line (the scan and the state machine keep the last one)
+NRANKS_RE = re.compile(r"\bnranks (\d+)")
 
 
 class NcclScan(NamedTuple):
@@ -178,7 +179,7 @@ def _head(head: str) -> dict:
         if host:
             info_hosts.append(host)
             transport.feed(host, pid, dev, msg)
-            if "nranks" in msg and (n := _NRANKS_RE.search(msg)):
+            if "nranks" in msg and (n := NRANKS_RE.search(msg)):
                 nranks = int(n.group(1))
         elif rank:
             ranks.setdefault(int(rank), set()).add((rhost, int(rpid)))
