@@ -24,6 +24,11 @@ hosts only. ``gdr`` is True when any NET channel of the rank has ``/GDRDMA`` (a 
 lack it by NCCL's GDR-read policy on PCIe-only GPUs), False when none has (or, without channel
 lines, when NCCL disabled GPUDirect RDMA for every HCA), None when unknown. ``hcas`` are the
 devices its NET channels used (IB HCAs, or interfaces for sockets).
+
+The same messages recur on every rank of every test (a sweep prints a few hundred distinct
+texts over hundreds of thousands of lines), so a message is read once into an immutable answer
+(:func:`message_action`, a bounded cache of a pure function: nothing of one output reaches
+the next) and each line only applies it to its rank or process.
 """
 
 from __future__ import annotations
