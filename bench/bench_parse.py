@@ -59,8 +59,8 @@ def _texts(folder: str) -> list[str]:
             for p in sorted((root / folder).glob("*.txt"))]
 
 
-def _rate(fn, texts: list[str], seconds: float) -> tuple[float, int]:
-    size = sum(len(t.encode()) for t in texts)
+def _timed(fn, texts: list[str], seconds: float) -> tuple[int, float]:
+    """Parse all of ``texts`` again and again for at least ``seconds``: (passes, elapsed)."""
     reps, start = 0, time.perf_counter()
     while True:
         for t in texts:
@@ -68,18 +68,18 @@ def _rate(fn, texts: list[str], seconds: float) -> tuple[float, int]:
         reps += 1
         elapsed = time.perf_counter() - start
         if elapsed >= seconds:
-            return size * reps / elapsed / 1e6, reps
+            return reps, elapsed
+
+
+def _rate(fn, texts: list[str], seconds: float) -> tuple[float, int]:
+    size = sum(len(t.encode()) for t in texts)
+    reps, elapsed = _timed(fn, texts, seconds)
+    return size * reps / elapsed / 1e6, reps
 
 
 def _ms_per_output(fn, texts: list[str], seconds: float) -> float:
-    reps, start = 0, time.perf_counter()
-    while True:
-        for t in texts:
-            fn(t)
-        reps += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return elapsed / (reps * len(texts)) * 1e3
+    reps, elapsed = _timed(fn, texts, seconds)
+    return elapsed / (reps * len(texts)) * 1e3
 
 
 def before_after(seconds: float) -> Table:
