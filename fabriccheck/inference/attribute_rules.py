@@ -271,6 +271,8 @@ def beyond_chance(w: Work) -> None:
     """Nodes and NICs found bad on fewer failures than the run's noise makes likely among
     the devices it tested are suspects instead (:mod:`fabriccheck.inference.chance`)."""
     inf = w.inf
+    if not (inf.bad_nodes or inf.bad_nics):
+        return  # nothing to weigh: no pass over the run's tests
     nodes = set(inf.bad_nodes) | set(inf.node_suspects) | set(inf.hung) | set(inf.unreachable)
     nics = set(inf.bad_nics) | set(inf.nic_suspects)
     skip = set(w.unsure)
