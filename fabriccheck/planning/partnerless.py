@@ -64,11 +64,8 @@ def plan_partnerless_nic(nic: str, b: RoundBuilder, good_nics: set[str],
         if t is not None:
             avoid.add(x)
             return t
-    probe = b.policy.pair_probe if b.policy.per_rail else "ib_write_bw"
-    if probe in LOOPBACK_PROBES and nic not in avoid:
-        t = b.add_nic_flow(nic, nic, purpose)
-        if t is not None:
-            avoid.add(nic)
+    if nic not in avoid and (t := plan_loopback(nic, b, purpose)) is not None:
+        avoid.add(nic)
         return t
     return None
 
@@ -77,6 +74,4 @@ def plan_loopback(nic: str, b: RoundBuilder, purpose: str = "confirm") -> Test |
     """An HCA loopback test of ``nic`` (the NIC alone: no cable, no switch, no partner), when
     the pair probe can run one and the NIC is free this round; else None."""
     probe = b.policy.pair_probe if b.policy.per_rail else "ib_write_bw"
-    if probe not in LOOPBACK_PROBES or not (b.nic_free(nic, "tx") and b.nic_free(nic, "rx")):
-        return None
-    return b.add_nic_flow(nic, nic, purpose)
+    return b.add_nic_flow(nic, nic, purpose) if probe in LOOPBACK_PROBES else None
