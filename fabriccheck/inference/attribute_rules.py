@@ -24,14 +24,15 @@ from fabriccheck.inference.candidates import (
     pinned_nodes,
     uncleared_switches,
 )
-from fabriccheck.inference.chance import demote_unlikely, noise_rate, tested
+from fabriccheck.inference.chance import demote_unlikely, noise_rate, tested_nodes
 from fabriccheck.inference.contention import all_failed_ends
 from fabriccheck.inference.device_judges import judge_nic, judge_node, rejudge, rival_switch
-from fabriccheck.inference.flaky import binomial_tail, find_flaky
+from fabriccheck.inference.flaky import binomial_tail, find_flaky, may_cross
 from fabriccheck.inference.intra import judge_intra
 from fabriccheck.inference.localize import LinkGroup, localize_links
 from fabriccheck.inference.nic_rivals import partners_of, rival_links, star_reason
 from fabriccheck.inference.peers import passed_like_peers
+from fabriccheck.inference.state import Inference
 from fabriccheck.inference.wording import link_name, listing
 from fabriccheck.models import (
     BAD,
@@ -40,6 +41,7 @@ from fabriccheck.models import (
     PASS,
     SUSPECT,
     UNREACHABLE,
+    Link,
     Observation,
     Verdict,
     nic_node,
@@ -276,13 +278,17 @@ def beyond_chance(w: Work) -> None:
     nodes = set(inf.bad_nodes) | set(inf.node_suspects) | set(inf.hung) | set(inf.unreachable)
     nics = set(inf.bad_nics) | set(inf.nic_suspects)
     skip = set(w.unsure)
-    if bad_links := {lk for g in inf.links if g.bad for lk in g.candidates}:
-        skip |= {o.test.test_id for o in w.observations
-                 if any(w.view.flow_links(f)[1] & bad_links for f in o.test.flows)}
+    if bad_links := _bad_links(inf):
+        skip |= {o.test.test_id for o in w.observations if may_cross(o, bad_links, w.view)}
     rate = noise_rate(w.observations, nodes, nics, skip)
-    n_nodes, n_nics = tested(w.observations)
-    demote_unlikely(inf.bad_nics, inf.nic_suspects, rate, n_nics, "NICs")
-    demote_unlikely(inf.bad_nodes, inf.node_suspects, rate, n_nodes, "nodes")
+    demote_unlikely(inf.bad_nics, inf.nic_suspects, rate, w.n_nics, "NICs")
+    demote_unlikely(inf.bad_nodes, inf.node_suspects, rate, tested_nodes(w.observations),
+                    "nodes")
+
+
+def _bad_links(inf: Inference) -> set[Link]:
+    """The candidate links of every link group found bad."""
+    return {lk for g in inf.links if g.bad for lk in g.candidates}
 
 
 def co_suspects(w: Work) -> None:
@@ -319,7 +325,7 @@ def flakiness(w: Work) -> None:
     """Intermittent parts: failing beyond the run's noise and passing otherwise
     (:func:`find_flaky`), bad and suspected links aside."""
     inf = w.inf
-    bad_links = {lk for g in inf.links if g.bad for lk in g.candidates}
+    bad_links = _bad_links(inf)
     suspected = {g.candidates[0] for g in inf.links
                  if not g.bad and g.significant and len(g.candidates) == 1}
     inf.flakiness = find_flaky(w.observations, w.view, inf.good_nodes, inf.good_nics,

@@ -85,8 +85,7 @@ def demote_unlikely(bad: dict[str, Verdict], suspects: dict[str, Verdict], rate:
             f"(under {ALPHA:.1%}): needs confirmation", v.evidence)
 
 
-def tested(observations: Sequence[Observation]) -> tuple[int, int]:
-    """The nodes and the NICs ``observations`` tested."""
-    nics = {x for o in observations for x in o.test.nics}
-    return len({nic_node(x) for x in nics} | {n for o in observations for n in o.test.nodes}), \
-        len(nics)
+def tested_nodes(observations: Sequence[Observation]) -> int:
+    """The nodes ``observations`` tested (those of their NICs included)."""
+    return len({n for o in observations for n in o.test.nodes}
+               | {nic_node(x) for o in observations for x in o.test.nics})

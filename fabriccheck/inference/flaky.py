@@ -81,7 +81,7 @@ def find_flaky(observations: Sequence[Observation], view: FabricView, good_nodes
     """
     done = [o for o in observations if o.status in (PASS, FAIL)
             and o.test.test_id not in contended
-            and not (bad_links and _may_cross(o, bad_links, view))]
+            and not (bad_links and may_cross(o, bad_links, view))]
     finished = [o for o in done if not o.test.params.recheck_of]
     if not finished:
         return Flakiness()
@@ -117,7 +117,9 @@ def _screen_links(fl: Flakiness, done: list[Observation], view: FabricView,
             fl.undecided.pop(str(lk), None)
 
 
-def _may_cross(o: Observation, links: set[Link] | frozenset[Link], view: FabricView) -> bool:
+def may_cross(o: Observation, links: set[Link] | frozenset[Link], view: FabricView) -> bool:
+    """Whether a flow of ``o`` may have crossed one of ``links`` (on RoCE: any link of its
+    ECMP set)."""
     return any(view.flow_links(f)[1] & links for f in o.test.flows)
 
 
@@ -229,7 +231,7 @@ def _lonely(finished: Sequence[Observation], view: FabricView, good_nodes: set[s
                    or (p[0] == "link" and p[1] in good_links)}
         if cleared != set(parts):
             continue  # something on it is still blamed: attribution's business, not noise
-        link_only = bool(suspected) and _may_cross(o, suspected, view)
+        link_only = bool(suspected) and may_cross(o, suspected, view)
         for part in parts:
             if not link_only or part[0] == "link":
                 out[part].add(o.test.test_id)

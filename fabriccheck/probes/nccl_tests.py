@@ -110,9 +110,8 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     """
     if looks_like_nccl_tests_json(text):
         return parse_nccl_tests_json(text)
-    scan = scan_nccl_tests(text)  # the fast path: a clean output in a few regex calls
-    st = _State(**scan._asdict()) if scan is not None else _read_lines(text)
-    return _finish(st, text)
+    fast = parse_nccl_tests_fast(text)  # a clean output in a few regex calls
+    return fast if fast is not None else _finish(_read_lines(text), text)
 
 
 def parse_nccl_tests_fast(text: str) -> NcclTestsResult | None:

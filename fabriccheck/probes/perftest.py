@@ -128,9 +128,8 @@ def parse_perftest(text: str) -> PerftestResult:
     """
     if looks_like_perftest_json(text):
         return parse_perftest_json(text)
-    scan = scan_perftest(text)  # the fast path: a clean client output in one regex call
-    st = _scanned_state(scan) if scan is not None else None
-    return _finish(st if st is not None else _read_lines(text), text)
+    fast = parse_perftest_fast(text)  # a clean client output in one regex call
+    return fast if fast is not None else _finish(_read_lines(text), text)
 
 
 def parse_perftest_fast(text: str) -> PerftestResult | None:
